@@ -1,0 +1,40 @@
+// Register -> global stores of two adjacent output columns, per output kind (GN_OUT_KIND).
+#pragma once
+#include "../common.cuh"
+
+GN_DEVICE u32 pack_bf16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+GN_DEVICE u32 pack_f16x2(float lo, float hi) {
+  u32 r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+struct __align__(8) f32x2 { float x, y; };
+struct __align__(8) s32x2 { int x, y; };
+
+template <int OUT_KIND> struct Store;
+
+template <> struct Store<GN_OUT_BF16> {
+  static constexpr int BYTES = 2;
+  static GN_DEVICE void two(u8* p, float v0, float v1) { *(u32*)p = pack_bf16x2(v0, v1); }
+  static GN_DEVICE void one(u8* p, float v) { *(u16*)p = (u16)pack_bf16x2(v, 0.f); }
+};
+template <> struct Store<GN_OUT_F16> {
+  static constexpr int BYTES = 2;
+  static GN_DEVICE void two(u8* p, float v0, float v1) { *(u32*)p = pack_f16x2(v0, v1); }
+  static GN_DEVICE void one(u8* p, float v) { *(u16*)p = (u16)pack_f16x2(v, 0.f); }
+};
+template <> struct Store<GN_OUT_F32> {
+  static constexpr int BYTES = 4;
+  static GN_DEVICE void two(u8* p, float v0, float v1) { *(f32x2*)p = f32x2{v0, v1}; }
+  static GN_DEVICE void one(u8* p, float v) { *(float*)p = v; }
+};
+template <> struct Store<GN_OUT_S32> {
+  static constexpr int BYTES = 4;
+  static GN_DEVICE void two(u8* p, int v0, int v1) { *(s32x2*)p = s32x2{v0, v1}; }
+  static GN_DEVICE void one(u8* p, int v) { *(int*)p = v; }
+};

@@ -1,0 +1,222 @@
+"""gn_mm.mm: the public matmul. Validates, picks a variant and a config, and launches sm80_mm."""
+
+from __future__ import annotations
+
+import torch
+
+from . import runtime, sm80_mm
+from .arch import Arch
+from .config import SM80_CONFIGS, Sm80Config, choose_sm80
+from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
+from .errors import ArchError, LayoutError, UnsupportedError
+from .int4 import Int4Tensor
+from .variants import Variant, find
+
+_ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
+_CONFIG_BY_NAME = {c.name: c for c in SM80_CONFIGS}
+
+
+def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = None,
+       scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+       bias: torch.Tensor | None = None, config: Sm80Config | str | None = None,
+       out: torch.Tensor | None = None) -> torch.Tensor:
+    """C = A @ B on the tensor cores, with `torch.mm` semantics: a [M, K], b [K, N] -> [M, N].
+
+    Inputs (a and b may differ only in fp8 flavour or integer signedness):
+      bf16, fp16; fp32 (computed as tf32); float8_e4m3fn / float8_e5m2 (sm_89+); int8 / uint8;
+      packed int4 / uint4 as gn_mm.Int4Tensor (see pack_int4).
+    acc_dtype: float32 (default for floats), float16 (fp16 and fp8 inputs), int32 (integers).
+    out_dtype: default = input dtype for 16-bit, bfloat16 for fp8, float32 for fp32, int32 for integers
+      (bfloat16 for int8 when scales are given). The variant table lists every allowed output.
+    scale_a / scale_b: fp8 and int8 only; fp32 scalars ([] or [1]), per row of A ([M]) or per column of
+      B ([N]); out = (A @ B) * scale_a * scale_b + bias, computed in fp32.
+    bias: [N], any float output.
+    config: a gn_mm.Sm80Config or its name, to override the heuristic.
+    out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
+
+    Fast path: both operands K-contiguous (b passed as w.t() of an [N, K] weight). Other layouts are copied
+    once to K-contiguous storage. K-contiguous rows must start on 16-byte boundaries (pointer and row stride),
+    e.g. K a multiple of 8 for 16-bit data; anything else raises LayoutError.
+    """
+    ea, eb = _elem(a, "a"), _elem(b, "b")
+    _check_2d(a, "a")
+    _check_2d(b, "b")
+    m, k = a.shape
+    if b.shape[0] != k:
+        raise LayoutError(f"b: shape {tuple(b.shape)} does not match a {tuple(a.shape)} (need b.shape[0] == {k})")
+    n = b.shape[1]
+
+    acc = _acc_name(acc_dtype, ea)
+    variant = find(ea.name, eb.name, acc)
+    scaled = scale_a is not None or scale_b is not None
+    if out_dtype is None and out is not None:
+        out_dtype = out.dtype
+    out_name = _out_name(out_dtype, variant, ea, scaled)
+    scale_a = _scale(scale_a, "scale_a", m, variant, out_name)
+    scale_b = _scale(scale_b, "scale_b", n, variant, out_name)
+    bias = _bias(bias, n, out_name)
+
+    device = _check_devices(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out=out)
+    arch = Arch.of_device(device)
+    if arch.cc < variant.min_arch:
+        raise ArchError(f"a, b: {variant.name} needs sm_{variant.min_arch} or newer; "
+                        f"{torch.cuda.get_device_name(device)} is {arch.name}")
+
+    c = _output(out, m, n, OUT_DTYPES[out_name], device)
+    if m == 0 or n == 0:
+        return c
+    if k == 0:
+        return _empty_k(c, bias)
+
+    a_store, lda = _k_major(a, "a", ea, transposed=False)
+    b_store, ldb = _k_major(b, "b", eb, transposed=True)
+    props = torch.cuda.get_device_properties(device)
+    smem_limit = getattr(props, "shared_memory_per_block_optin", arch.smem_per_block())
+    cfg = _config(config, m, n, k, arch, props.multi_processor_count, smem_limit, arch.cc in variant.emulated_on)
+    kern = runtime.kernel(sm80_mm.spec(variant, out_name, cfg, arch), device)
+    sm80_mm.launch(kern, cfg, a_store, b_store, c, m=m, n=n, k_bytes=k * ea.bits // 8, lda_bytes=lda,
+                   ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    return c
+
+
+def _elem(x, name: str) -> Elem:
+    if isinstance(x, Int4Tensor):
+        return ELEMS[x.dtype]
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor or gn_mm.Int4Tensor, got {type(x).__name__}")
+    e = ELEMS.get(x.dtype)
+    if e is None or e.bits == 4:
+        allowed = ", ".join(str(d) for d, el in ELEMS.items() if el.bits != 4)
+        raise UnsupportedError(f"{name}: dtype {x.dtype} is not supported; use one of {allowed}, "
+                               "or gn_mm.pack_int4(...) for int4/uint4")
+    return e
+
+
+def _check_2d(x, name: str) -> None:
+    if x.dim() != 2:
+        raise LayoutError(f"{name}: expected a 2-D matrix, got shape {tuple(x.shape)}")
+
+
+def _check_devices(a, b, **extras) -> torch.device:
+    device = a.device
+    if device.type != "cuda":
+        raise ArchError(f"a: gn_mm.mm runs on CUDA tensors; a is on {device}")
+    for name, x in (("b", b), *extras.items()):
+        if x is not None and x.device != device:
+            raise LayoutError(f"{name}: on {x.device}, but a is on {device}; move both to the same GPU")
+    return device
+
+
+def _acc_name(acc_dtype, ea: Elem) -> str:
+    if acc_dtype is None:
+        return "s32" if ea.is_int else "f32"
+    if acc_dtype not in _ACC_NAMES:
+        raise UnsupportedError(f"acc_dtype: {acc_dtype} is not an accumulator; use torch.float32, "
+                               "torch.float16 or torch.int32")
+    return _ACC_NAMES[acc_dtype]
+
+
+def _out_name(out_dtype, v: Variant, ea: Elem, scaled: bool) -> str:
+    if out_dtype is None:
+        if v.acc == "f16":
+            return "f16"
+        if ea.is_int:
+            return "bf16" if scaled and v.scalable else "s32"
+        return {"bf16": "bf16", "f16": "f16", "tf32": "f32"}.get(ea.name, "bf16")
+    name = DTYPE_NAMES.get(out_dtype)
+    if name not in v.outs:
+        allowed = ", ".join(str(OUT_DTYPES[o]) for o in v.outs)
+        raise UnsupportedError(f"out_dtype: {v.name} cannot produce {out_dtype}; allowed: {allowed}")
+    return name
+
+
+def _scale(s, name: str, length: int, v: Variant, out: str) -> torch.Tensor | None:
+    if s is None:
+        return None
+    if not v.scalable:
+        raise UnsupportedError(f"{name}: scales apply to fp8 and int8 inputs only, not {v.a} x {v.b}")
+    if out == "s32":
+        raise UnsupportedError(f"{name}: scaled results are floats; pass out_dtype=torch.bfloat16, "
+                               "torch.float16 or torch.float32")
+    if not isinstance(s, torch.Tensor) or not s.dtype.is_floating_point:
+        raise TypeError(f"{name}: expected a floating-point tensor")
+    if s.numel() != 1 and tuple(s.shape) not in ((length,), (length, 1), (1, length)):
+        raise LayoutError(f"{name}: expected a scalar ([] or [1]) or {length} values, got shape {tuple(s.shape)}")
+    return s.reshape(-1).to(torch.float32).contiguous()
+
+
+def _bias(bias, n: int, out: str) -> torch.Tensor | None:
+    if bias is None:
+        return None
+    if out == "s32":
+        raise UnsupportedError("bias: needs a float output; pass out_dtype (int32 results take no bias)")
+    if not isinstance(bias, torch.Tensor) or not bias.dtype.is_floating_point:
+        raise TypeError("bias: expected a floating-point tensor")
+    if bias.numel() != n or bias.dim() not in (1, 2):
+        raise LayoutError(f"bias: expected shape [{n}], got {tuple(bias.shape)}")
+    return bias.reshape(-1).to(torch.float32).contiguous()
+
+
+def _output(out, m: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
+    if out is None:
+        return torch.empty((m, n), dtype=dtype, device=device)
+    if not isinstance(out, torch.Tensor) or out.dtype != dtype:
+        raise UnsupportedError(f"out: expected a {dtype} tensor, got {getattr(out, 'dtype', type(out))}")
+    if tuple(out.shape) != (m, n):
+        raise LayoutError(f"out: expected shape ({m}, {n}), got {tuple(out.shape)}")
+    if n > 1 and out.stride(1) != 1 or m > 1 and out.stride(0) < n:
+        raise LayoutError(f"out: rows must be contiguous (stride(1) == 1), got strides {out.stride()}")
+    if out.data_ptr() % out.element_size():
+        raise LayoutError("out: data pointer is not aligned to its element size")
+    return out
+
+
+def _empty_k(c: torch.Tensor, bias) -> torch.Tensor:
+    c.zero_()
+    if bias is not None:
+        c += bias.to(c.dtype)
+    return c
+
+
+def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int]:
+    """(storage with K contiguous in rows, row stride in bytes). `transposed`: x is [K, rows] (operand b)."""
+    if isinstance(x, Int4Tensor):
+        if x.transposed != transposed:
+            want = "pack_int4(w).t() of an [N, K] weight" if transposed else "pack_int4(a) of an [M, K] matrix"
+            raise LayoutError(f"{name}: int4 data is packed along K; pass {want}")
+        rows = x.data
+    else:
+        rows = x.t() if transposed else x  # [rows, K]
+        if rows.size(1) > 1 and rows.stride(1) != 1:
+            rows = _copy_k_major(rows)
+    item = rows.element_size()
+    ld = rows.stride(0) * item if rows.size(0) > 1 else 16
+    if rows.data_ptr() % 16:
+        raise LayoutError(f"{name}: data pointer is not 16-byte aligned (offset {rows.data_ptr() % 16}); "
+                          "cp.async reads 16-byte chunks; pass a tensor that starts on a 16-byte boundary")
+    if ld % 16:
+        raise LayoutError(f"{name}: K-contiguous rows are {ld} bytes apart, not a multiple of 16; "
+                          f"pad K to a multiple of {128 // e.bits} values or use a row stride that is")
+    return rows, ld
+
+
+def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
+    """Copy [R, K] into K-contiguous storage whose row stride is padded to 16 bytes."""
+    r, k = rows.shape
+    per16 = 16 // rows.element_size()
+    buf = torch.empty((r, -(-k // per16) * per16), dtype=rows.dtype, device=rows.device)
+    buf[:, :k].copy_(rows)
+    return buf[:, :k]
+
+
+def _config(config, m, n, k, arch: Arch, sm_count: int, smem_limit: int, emulated: bool) -> Sm80Config:
+    if config is None:
+        return choose_sm80(m, n, k, arch, sm_count, smem_limit, emulated)
+    if isinstance(config, str):
+        if config not in _CONFIG_BY_NAME:
+            raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(_CONFIG_BY_NAME)}")
+        config = _CONFIG_BY_NAME[config]
+    if not isinstance(config, Sm80Config):
+        raise TypeError("config: expected a gn_mm.Sm80Config or a config name")
+    config.check(arch, smem_limit)
+    return config

@@ -1,0 +1,58 @@
+"""On-disk cubin cache: one file per key, published atomically, verified on every read.
+
+File layout: MAGIC, 8-byte payload length, payload, 32-byte SHA-256 of the payload. The payload is a JSON
+header line (metadata such as the compile log) followed by the cubin. A short, corrupt or foreign file is a
+miss: it is deleted and the caller rebuilds it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from . import knobs
+
+MAGIC = b"GNMM-CUBIN-1\n"
+
+
+def entry_path(key: str) -> Path:
+    return knobs.cache_dir() / "cubin" / key[:2] / f"{key}.bin"
+
+
+def load(key: str) -> tuple[bytes, dict] | None:
+    path = entry_path(key)
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head = len(MAGIC) + 8
+    ok = blob.startswith(MAGIC) and len(blob) >= head + 32
+    if ok:
+        size = int.from_bytes(blob[len(MAGIC):head], "little")
+        payload, digest = blob[head:head + size], blob[head + size:]
+        ok = len(payload) == size and digest == hashlib.sha256(payload).digest()
+    if not ok:
+        path.unlink(missing_ok=True)
+        return None
+    meta_line, _, cubin = payload.partition(b"\n")
+    return cubin, json.loads(meta_line)
+
+
+def store(key: str, cubin: bytes, meta: dict) -> Path:
+    path = entry_path(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = json.dumps(meta, sort_keys=True).encode() + b"\n" + cubin
+    blob = MAGIC + len(payload).to_bytes(8, "little") + payload + hashlib.sha256(payload).digest()
+    # Write a private temp file in the same directory, then rename: readers see all of it or nothing.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,91 @@
+"""python -m gn_mm: command-line entry points.
+
+    python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+from . import compiler, runtime, sm80_mm
+from .arch import Arch
+from .config import choose_sm80, sm80_candidates
+from .variants import MMA_SYNC
+
+
+def _progress(iterable, total: int, desc: str):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
+    except ImportError:
+        return iterable
+
+
+def compile_jobs(archs, variant_filter=None, all_configs=False, all_outs=True):
+    """(variant, out, config, arch) tuples: each variant on each arch it exists for, with the config the
+    heuristic picks for a large problem, or every config that fits."""
+    jobs = []
+    for arch in archs:
+        for v in MMA_SYNC:
+            if arch.cc < v.min_arch or (variant_filter and v.a not in variant_filter and v.name not in variant_filter):
+                continue
+            emulated = arch.cc in v.emulated_on
+            configs = (sm80_candidates(arch, emulated=emulated) if all_configs
+                       else [choose_sm80(8192, 8192, 8192, arch, 132, emulated=emulated)])
+            for cfg in configs:
+                for out in (v.outs if all_outs else v.outs[:1]):
+                    jobs.append((v, out, cfg, arch))
+    return jobs
+
+
+def _compile_one(job, backend):
+    v, out, cfg, arch = job
+    built = runtime.build(sm80_mm.spec(v, out, cfg, arch), backend=backend)
+    st = built.ptxas
+    return {"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name,
+            "seconds": round(built.meta["seconds"], 3), "cached": built.from_disk, "registers": st.registers,
+            "smem_bytes": cfg.smem_bytes, "stack_bytes": st.stack_bytes, "spill_stores": st.spill_stores,
+            "spill_loads": st.spill_loads}
+
+
+def cmd_compile(args) -> int:
+    archs = [Arch.parse(a) for a in args.arch.split(",")]
+    vf = set(args.variants.split(",")) if args.variants else None
+    jobs = compile_jobs(archs, vf, args.all_configs)
+    backend = args.backend or compiler.default_backend()
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        rows = list(_progress(pool.map(lambda j: _compile_one(j, backend), jobs), len(jobs), "compile"))
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(f"{'variant':22} {'out':5} {'arch':7} {'config':28} {'s':>6} {'regs':>4} {'smem':>7} spills")
+        for r in rows:
+            secs = "cache" if r["cached"] else f"{r['seconds']:.2f}"
+            spill = f"{r['spill_stores']}/{r['spill_loads']}"
+            print(f"{r['variant']:22} {r['out']:5} {r['arch']:7} {r['config']:28} {secs:>6} "
+                  f"{r['registers']!s:>4} {r['smem_bytes']:>7} {spill}")
+    bad = [r for r in rows if r["spill_stores"] or r["spill_loads"]]
+    if bad:
+        print(f"{len(bad)} kernels spill registers", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m gn_mm", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("compile", help="compile kernel variants with NVRTC (no GPU needed) and report "
+                                       "compile time, registers, shared memory and spills")
+    p.add_argument("--arch", default="sm_80,sm_89,sm_90a,sm_120", help="comma-separated, e.g. sm_80,sm_90a")
+    p.add_argument("--variants", default="", help="filter: input types (bf16,e4m3,s8,...) or variant names")
+    p.add_argument("--all-configs", action="store_true", help="every config that fits, not just the default")
+    p.add_argument("--backend", choices=["torch", "bindings"], default=None,
+                   help="NVRTC front-end (default: torch on a CUDA machine, else cuda.bindings)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel compiles")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    p.set_defaults(func=cmd_compile)
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,131 @@
+"""NVRTC front-ends. Both compile the same source with the same options to the same cubin:
+
+* "torch": torch.cuda's NVRTC path (the compile half of torch.cuda._compile_kernel), used on a CUDA device;
+* "bindings": cuda.bindings.nvrtc, which needs no GPU and no driver (offline compiles, CI).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import re
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .arch import Arch
+from .errors import CompileError
+
+# Beyond the architecture. ptxas -v puts registers/spills in the log; it does not change the binary.
+BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v")
+
+
+def torch_flags() -> tuple[str, ...]:
+    """The flags torch's NVRTC helper appends, so the offline front-end passes exactly the same."""
+    try:
+        from torch.cuda._utils import _get_gpu_rtc_compatible_flags
+
+        return tuple(_get_gpu_rtc_compatible_flags())
+    except Exception:  # older or stripped torch: the flags only touch CUDA headers, which we never include
+        return ()
+
+
+def options(arch: Arch) -> tuple[str, ...]:
+    return (f"--gpu-architecture={arch.name}", *BASE_OPTIONS, *torch_flags())
+
+
+@dataclass(frozen=True)
+class CompileResult:
+    cubin: bytes
+    log: str
+    seconds: float
+    backend: str
+
+
+@dataclass(frozen=True)
+class PtxasStats:
+    registers: int | None
+    stack_bytes: int | None
+    spill_stores: int | None
+    spill_loads: int | None
+
+    @classmethod
+    def parse(cls, log: str) -> "PtxasStats":
+        def grab(pattern: str) -> int | None:
+            m = re.search(pattern, log)
+            return int(m.group(1)) if m else None
+
+        return cls(grab(r"Used (\d+) registers"), grab(r"(\d+) bytes stack frame"),
+                   grab(r"(\d+) bytes spill stores"), grab(r"(\d+) bytes spill loads"))
+
+    @property
+    def spills(self) -> bool:
+        return bool(self.spill_stores or self.spill_loads)
+
+
+def default_backend() -> str:
+    return "torch" if torch.cuda.is_available() and torch.version.cuda else "bindings"
+
+
+@functools.lru_cache(maxsize=None)
+def nvrtc_version(backend: str) -> str:
+    if backend == "torch":
+        from torch.cuda._utils import _get_nvrtc_library
+
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        _get_nvrtc_library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+        return f"{major.value}.{minor.value}"
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def _compile_torch(source: str, name: str, arch: Arch) -> tuple[bytes, str]:
+    from torch.cuda._utils import _nvrtc_compile
+
+    # torch adds --gpu-architecture itself from compute_capability, and appends its own flags.
+    extra = [o for o in BASE_OPTIONS]
+    cubin, _ = _nvrtc_compile(source, name, arch.nvrtc_cc, None, extra)
+    return cubin, ""  # torch's helper drops the log of a successful compile
+
+
+def _compile_bindings(source: str, name: str, arch: Arch) -> tuple[bytes, str]:
+    from cuda.bindings import nvrtc
+
+    def check(result, what):
+        err = result[0]
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise RuntimeError(f"{what}: {nvrtc.nvrtcGetErrorString(err)[1].decode()}")
+        return result[1:]
+
+    (prog,) = check(nvrtc.nvrtcCreateProgram(source.encode(), f"{name}.cu".encode(), 0, [], []), "create")
+    try:
+        opts = [o.encode() for o in options(arch)]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        (size,) = check(nvrtc.nvrtcGetProgramLogSize(prog), "log size")
+        log = b" " * size
+        check(nvrtc.nvrtcGetProgramLog(prog, log), "log")
+        log_text = log.rstrip(b"\0 ").decode(errors="replace")
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise RuntimeError(f"Kernel compilation failed:\n{log_text}")
+        (size,) = check(nvrtc.nvrtcGetCUBINSize(prog), "cubin size")
+        cubin = b" " * size
+        check(nvrtc.nvrtcGetCUBIN(prog, cubin), "cubin")
+        return cubin, log_text
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+_BACKENDS = {"torch": _compile_torch, "bindings": _compile_bindings}
+
+
+def compile_source(source: str, name: str, arch: Arch, backend: str, dumped_to) -> CompileResult:
+    """Compile one rendered source to a cubin. `dumped_to()` writes the source and returns its path."""
+    start = time.perf_counter()
+    try:
+        cubin, log = _BACKENDS[backend](source, name, arch)
+    except RuntimeError as exc:
+        raise CompileError(f"NVRTC failed to compile {name} for {arch.name}", str(exc), str(dumped_to())) from None
+    return CompileResult(cubin, log, time.perf_counter() - start, backend)

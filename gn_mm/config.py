@@ -1,0 +1,121 @@
+"""Tile configurations of the sm80_mm kernel as data, and the pure function that picks one.
+
+BLOCK_K is counted in bytes of K (block_k_bytes) so one config serves every element width:
+128 bytes = 64 bf16 = 128 fp8/int8 = 256 int4 = 32 tf32 values.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .arch import Arch
+from .errors import LayoutError
+
+
+@dataclass(frozen=True)
+class Sm80Config:
+    block_m: int
+    block_n: int
+    block_k_bytes: int
+    warp_m: int  # warps along M
+    warp_n: int  # warps along N
+    stages: int
+    group_m: int = 8
+
+    @property
+    def name(self) -> str:
+        return (f"{self.block_m}x{self.block_n}x{self.block_k_bytes}B_w{self.warp_m}x{self.warp_n}"
+                f"_s{self.stages}_g{self.group_m}")
+
+    @property
+    def threads(self) -> int:
+        return self.warp_m * self.warp_n * 32
+
+    @property
+    def warp_tile(self) -> int:
+        """C elements each warp accumulates: registers scale with it."""
+        return (self.block_m // self.warp_m) * (self.block_n // self.warp_n)
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.stages * (self.block_m + self.block_n) * self.block_k_bytes
+
+    def check(self, arch: Arch, smem_limit: int | None = None) -> None:
+        """Raise LayoutError if the kernel cannot be built or launched with this config."""
+        problems = []
+        wm, wn = self.block_m // max(self.warp_m, 1), self.block_n // max(self.warp_n, 1)
+        if self.block_k_bytes not in (64, 128):
+            problems.append("block_k_bytes must be 64 or 128")
+        if wm % 16 or wn % 16 or wm * self.warp_m != self.block_m or wn * self.warp_n != self.block_n:
+            problems.append("each warp's tile must be a multiple of 16x16")
+        chunks = self.block_k_bytes // 16
+        if (self.block_m * chunks) % self.threads or (self.block_n * chunks) % self.threads:
+            problems.append("tile rows x 16-byte chunks must divide evenly among the threads")
+        if self.stages < 2:
+            problems.append("stages must be >= 2")
+        if self.group_m < 1:
+            problems.append("group_m must be >= 1")
+        limit = smem_limit if smem_limit is not None else arch.smem_per_block()
+        if self.smem_bytes > limit:
+            problems.append(f"needs {self.smem_bytes} bytes of shared memory, {arch.name} allows {limit}")
+        if problems:
+            raise LayoutError(f"config {self.name}: " + "; ".join(problems))
+
+
+C = Sm80Config
+# Candidates, largest tiles first. Measured on an H100/H200 (benchmarks/results/sm80_tune_*.json).
+SM80_CONFIGS = (
+    C(128, 256, 128, 2, 4, 4),
+    C(256, 128, 128, 4, 2, 4),
+    C(128, 256, 64, 2, 4, 6),
+    C(128, 256, 128, 2, 4, 3),
+    C(128, 128, 128, 2, 2, 4),
+    C(128, 128, 128, 2, 4, 4),
+    C(128, 128, 128, 2, 2, 3),
+    C(128, 128, 64, 2, 2, 4),
+    C(64, 128, 128, 2, 2, 4),
+    C(64, 64, 128, 2, 2, 4),
+    C(32, 128, 128, 1, 4, 4),
+    C(16, 128, 128, 1, 4, 4),
+)
+
+
+# Largest warp tile (C elements per warp) whose accumulators and fragments fit the 255-register cap.
+# Emulated instructions (fp8 and int4 mma.sync on sm_90) need scratch registers: half the tile.
+MAX_WARP_TILE = 64 * 64
+MAX_WARP_TILE_EMULATED = 64 * 32
+
+
+def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = False) -> list[Sm80Config]:
+    """The configs that fit this arch's shared memory and the register budget."""
+    max_tile = MAX_WARP_TILE_EMULATED if emulated else MAX_WARP_TILE
+    out = []
+    for c in SM80_CONFIGS:
+        if c.warp_tile > max_tile:
+            continue
+        try:
+            c.check(arch, smem_limit)
+        except LayoutError:
+            continue
+        out.append(c)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_sm80(m: int, n: int, k: int, arch: Arch, sm_count: int, smem_limit: int | None = None,
+                emulated: bool = False) -> Sm80Config:
+    """Largest tile that still gives every SM work; smaller tiles when M or N is small."""
+    fits = sm80_candidates(arch, smem_limit, emulated)
+
+    def tiles(c: Sm80Config) -> int:
+        return -(-m // c.block_m) * -(-n // c.block_n)
+
+    for c in fits:
+        if c.block_m > 2 * m:  # mostly-empty rows of A: go smaller
+            continue
+        if tiles(c) >= sm_count:
+            return c
+    # Few tiles at any size: the smallest tile that covers M without waste spreads work the widest.
+    small = [c for c in fits if c.block_m <= max(16, m)] or fits
+    return max(small, key=lambda c: (min(tiles(c), sm_count) * c.block_m * c.block_n, -c.stages))

@@ -1,0 +1,26 @@
+"""Exceptions gn_mm raises. Each also derives from the builtin a caller would expect."""
+
+
+class GnMmError(Exception):
+    """Base class of every gn_mm error."""
+
+
+class UnsupportedError(GnMmError, ValueError):
+    """A dtype, accumulator, output or option combination that no kernel implements."""
+
+
+class LayoutError(GnMmError, ValueError):
+    """A shape, stride or alignment the kernels cannot read."""
+
+
+class ArchError(GnMmError, RuntimeError):
+    """The GPU is too old (or not a CUDA GPU) for the requested variant."""
+
+
+class CompileError(GnMmError, RuntimeError):
+    """NVRTC rejected a rendered kernel. Carries the compiler log and the path of the dumped source."""
+
+    def __init__(self, message: str, log: str, source_path: str | None):
+        super().__init__(f"{message}\nsource: {source_path}\n{log}")
+        self.log = log
+        self.source_path = source_path

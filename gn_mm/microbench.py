@@ -1,0 +1,73 @@
+"""Instruction ceilings: register-only mma.sync throughput (cuda_src/sm80_mma_bench.cu) and its SASS mix."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+from . import runtime
+from .arch import Arch
+from .timing import bench
+from .variants import Variant
+
+_ACC_KIND = {"f32": "GN_ACC_F32", "s32": "GN_ACC_S32", "f16": "GN_ACC_F16"}
+_K_OF_SHAPE = re.compile(r"m16n8k(\d+)")
+
+
+def spec(variant: Variant, arch: Arch) -> runtime.KernelSpec:
+    params = {"variant_name": variant.name, "instr": variant.instr, "acc_kind": _ACC_KIND[variant.acc]}
+    return runtime.KernelSpec.make("sm80_mma_bench", "sm80_mma_bench", params, Arch(arch.cc))
+
+
+def mma_ceiling(variant: Variant, device=None, iters: int = 4096) -> dict:
+    """TFLOP/s (TOPS for integers) of the variant's mma.sync in a register-only loop on this GPU."""
+    device = torch.device(device or "cuda")
+    arch = Arch.of_device(device)
+    kern = runtime.kernel(spec(variant, arch), device)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    blocks, threads = sms * 8, 128
+    seed = torch.randint(0, 2**31 - 1, (64,), dtype=torch.int32, device=device)
+    out = torch.empty(blocks * threads, dtype=torch.int32, device=device)
+    t = bench(lambda i: kern(grid=(blocks, 1, 1), block=(threads, 1, 1), args=[out, seed, iters]), reps=20)
+    k = int(_K_OF_SHAPE.search(variant.shape).group(1))
+    flops = 2 * 16 * 8 * k * 8 * iters * (blocks * threads // 32)
+    return {"variant": variant.name, "instr": variant.instr, "tflops": flops / t["median_ms"] / 1e9, **t}
+
+
+def disassembler() -> str | None:
+    """cuobjdump or nvdisasm: on PATH, in CUDA_HOME, or from the NVIDIA pip wheels."""
+    for tool in ("cuobjdump", "nvdisasm"):
+        if shutil.which(tool):
+            return shutil.which(tool)
+        try:
+            from cuda.pathfinder import find_nvidia_binary_utility
+
+            found = find_nvidia_binary_utility(tool)
+            if found:
+                return found
+        except Exception:
+            pass
+    return None
+
+
+def sass(cubin: bytes) -> str | None:
+    tool = disassembler()
+    if tool is None:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(cubin)
+        args = [tool, "-sass", str(path)] if tool.endswith("cuobjdump") else [tool, str(path)]
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout
+
+
+def tensor_core_mix(sass_text: str) -> Counter:
+    """Counts of tensor-core and unpacking opcodes (HMMA/IMMA/QMMA with their shape suffixes, F2FP ...)."""
+    ops = re.findall(r"\b((?:HMMA|IMMA|QMMA|HGMMA|IGMMA|QGMMA|F2FP|I2IP)[.\w]*)", sass_text)
+    return Counter(ops)

@@ -1,0 +1,118 @@
+"""The one path every kernel family takes: spec -> source -> cache key -> cubin -> loaded kernel -> launch.
+
+* memory: a loaded kernel per (spec, device); a hit costs one dict lookup, no rendering or hashing.
+* disk:   cubins under knobs.cache_dir(), keyed by SHA-256 of the rendered source (includes inlined),
+          the NVRTC options with the arch, the NVRTC version and the gn_mm version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from . import cache, codegen, compiler, knobs
+from ._version import __version__
+from .arch import Arch
+
+# Counters tests and users can read: compiles, disk_hits, memory_hits, loads.
+stats: Counter = Counter()
+_loaded: dict = {}
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """Everything that determines one binary: family stem, kernel name, template parameters, arch."""
+
+    stem: str
+    name: str
+    params: tuple  # sorted (key, value) pairs for the Jinja template
+    arch: Arch
+    smem_bytes: int = field(default=0, compare=False)
+
+    @classmethod
+    def make(cls, stem: str, name: str, params: dict, arch: Arch, smem_bytes: int = 0) -> "KernelSpec":
+        return cls(stem, name, tuple(sorted(params.items())), arch, smem_bytes)
+
+    def source(self) -> str:
+        return codegen.render(self.stem, dict(self.params))
+
+
+@dataclass(frozen=True)
+class Built:
+    cubin: bytes
+    key: str
+    meta: dict  # log, seconds, backend, nvrtc, arch
+    from_disk: bool
+
+    @property
+    def ptxas(self) -> compiler.PtxasStats:
+        return compiler.PtxasStats.parse(self.meta.get("log", ""))
+
+
+def cache_key(source: str, arch: Arch, nvrtc: str) -> str:
+    parts = {"source": source, "options": compiler.options(arch), "nvrtc": nvrtc, "gn_mm": __version__}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def _dump(source: str, spec: KernelSpec, key: str) -> Path:
+    path = knobs.dump_dir() / f"{spec.name}_{spec.arch.name}_{key[:16]}.cu"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    return path
+
+
+def build(spec: KernelSpec, backend: str | None = None) -> Built:
+    """The cubin for `spec`: from the disk cache, or compiled (and then stored)."""
+    backend = backend or compiler.default_backend()
+    nvrtc = compiler.nvrtc_version(backend)
+    source = spec.source()
+    key = cache_key(source, spec.arch, nvrtc)
+    if knobs.DUMP.flag():
+        _dump(source, spec, key)
+    use_disk = not knobs.NO_DISK_CACHE.flag()
+    if use_disk:
+        hit = cache.load(key)
+        if hit is not None:
+            stats["disk_hits"] += 1
+            return Built(hit[0], key, hit[1], True)
+    result = compiler.compile_source(source, spec.name, spec.arch, backend, lambda: _dump(source, spec, key))
+    stats["compiles"] += 1
+    meta = {"log": result.log, "seconds": result.seconds, "backend": backend, "nvrtc": nvrtc,
+            "arch": spec.arch.name, "name": spec.name}
+    if use_disk:
+        cache.store(key, result.cubin, meta)
+    return Built(result.cubin, key, meta, False)
+
+
+def kernel(spec: KernelSpec, device: torch.device):
+    """A launchable kernel for `spec` on `device` (torch's _CudaKernel, dynamic smem configured)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    handle = _loaded.get((spec, index))
+    if handle is not None:
+        stats["memory_hits"] += 1
+        return handle
+    with _lock:
+        handle = _loaded.get((spec, index))
+        if handle is None:
+            from torch.cuda._utils import _cuda_load_module
+
+            built = build(spec)
+            with torch.cuda.device(index):
+                handle = _cuda_load_module(built.cubin, [spec.name])[spec.name]
+                if spec.smem_bytes:
+                    handle.set_shared_memory_config(spec.smem_bytes)
+            stats["loads"] += 1
+            _loaded[(spec, index)] = handle
+    return handle
+
+
+def clear_memory_cache() -> None:
+    """Forget loaded kernels (the next call reloads from disk or recompiles)."""
+    _loaded.clear()

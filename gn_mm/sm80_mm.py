@@ -1,0 +1,49 @@
+"""The sm80_mm kernel family: mma.sync GEMM for every variant on sm_80+ (cuda_src/sm80_mm.cu)."""
+
+from __future__ import annotations
+
+import torch
+
+from .arch import Arch
+from .config import Sm80Config
+from .dtypes import BY_NAME
+from .runtime import KernelSpec
+from .variants import Variant
+
+STEM = "sm80_mm"
+_ACC_KIND = {"f32": "GN_ACC_F32", "s32": "GN_ACC_S32", "f16": "GN_ACC_F16"}
+_OUT_KIND = {"bf16": "GN_OUT_BF16", "f16": "GN_OUT_F16", "f32": "GN_OUT_F32", "s32": "GN_OUT_S32"}
+
+
+def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSpec:
+    bits = BY_NAME[variant.a].bits
+    params = {
+        "variant_name": f"{variant.name}->{out}",
+        "config_name": config.name,
+        "instr": variant.instr,
+        "acc_kind": _ACC_KIND[variant.acc],
+        "out_kind": _OUT_KIND[out],
+        "elem_bits": bits,
+        "block_k": config.block_k_bytes * 8 // bits,
+        "c": config,
+    }
+    # mma.sync needs no arch-specific features: plain sm_XX (sm_90, not sm_90a).
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
+
+
+def launch(kernel, config: Sm80Config, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int,
+           k_bytes: int, lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None,
+           scale_b: torch.Tensor | None, bias: torch.Tensor | None) -> None:
+    """a: A's storage, b: B's [N, K] storage (K-major), c: contiguous [M, N] output."""
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    dummy = c  # never dereferenced when its mode/flag is 0
+
+    def mode(s: torch.Tensor | None) -> int:
+        return 0 if s is None else (1 if s.numel() == 1 else 2)
+
+    kernel(
+        grid=(tiles, 1, 1), block=(config.threads, 1, 1), shared_mem=config.smem_bytes,
+        args=[a, b, c, scale_a if scale_a is not None else dummy, scale_b if scale_b is not None else dummy,
+              bias if bias is not None else dummy, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0),
+              mode(scale_a), mode(scale_b), int(bias is not None)],
+    )

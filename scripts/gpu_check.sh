@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
+#   bash scripts/gpu_check.sh [tests] [tune] [bench] [sanity]     (default: tests bench)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu_out}
+mkdir -p "$OUT"
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export GN_MM_CACHE_DIR=${GN_MM_CACHE_DIR:-/tmp/gn_mm_cache}
+steps=${*:-tests bench}
+status=0
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, sys; print(torch.__version__, torch.version.cuda, sys.version)" | tee -a "$OUT/gpu.txt"
+
+arch=$(python3 -c "import torch; m, n = torch.cuda.get_device_capability(); print(f'sm_{m}{n}')")
+# Warm the disk cache for every variant x output x config in parallel: the tests then only load cubins.
+time python3 -m gn_mm compile --arch "$arch" --all-configs --jobs 16 --json > "$OUT/compile_$arch.json" \
+  || echo "compile step reported spills" | tee -a "$OUT/gpu.txt"
+
+for step in $steps; do
+  case $step in
+    tests)
+      python3 -m pytest tests -q -x -n 8 -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" 2>&1 \
+        | tee "$OUT/gpu_tests.log" | tail -25 || status=1 ;;
+    tune)
+      python3 scripts/tune_sm80.py --out "$OUT/tune" 2>&1 | tail -80 || status=1 ;;
+    bench)
+      python3 scripts/bench.py --out "$OUT/bench" 2>&1 | tail -60 || status=1 ;;
+    sanity)
+      python3 scripts/mma_sass.py --out "$OUT/mma_sass" 2>&1 | tail -40 || status=1 ;;
+  esac
+done
+exit $status

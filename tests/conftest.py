@@ -1,0 +1,39 @@
+import os
+
+import pytest
+import torch
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU: GPU tier runs on the device machine (scripts/gpu_check.sh)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty on-disk cache and an empty in-memory kernel table."""
+    from gn_mm import runtime
+
+    monkeypatch.setenv("GN_MM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("GN_MM_NO_DISK_CACHE", raising=False)
+    saved = dict(runtime._loaded)
+    runtime.clear_memory_cache()
+    yield tmp_path / "cache"
+    runtime._loaded.clear()
+    runtime._loaded.update(saved)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_cache(tmp_path_factory):
+    """Tests never touch the user's cache unless GN_MM_CACHE_DIR is set by the caller."""
+    if "GN_MM_CACHE_DIR" not in os.environ:
+        os.environ["GN_MM_CACHE_DIR"] = str(tmp_path_factory.mktemp("gn_mm_cache"))
+    yield

@@ -1,0 +1,61 @@
+import re
+
+import jinja2
+import pytest
+
+from gn_mm import codegen, sm80_mm, variants
+from gn_mm.arch import Arch
+from gn_mm.config import SM80_CONFIGS
+
+BF16 = variants.find("bf16", "bf16", "f32")
+
+
+def test_every_kernel_file_has_one_marker():
+    files = sorted(codegen.cuda_src_dir().glob("*.cu"))
+    assert files, "no kernel files found"
+    for f in files:
+        header, kernel = codegen.split(f.read_text(), str(f))
+        assert "extern \"C\" __global__" in kernel
+        assert (codegen.codegen_dir() / f"{f.stem}.j2").is_file(), f"{f.stem}.j2 missing"
+
+
+def test_split_rejects_zero_or_two_markers():
+    with pytest.raises(ValueError, match="exactly one marker"):
+        codegen.split("int x;\n")
+    with pytest.raises(ValueError, match="found 2"):
+        codegen.split(f"{codegen.MARKER}\nx\n{codegen.MARKER}\n")
+
+
+def test_render_replaces_header_and_inlines_includes():
+    cfg = SM80_CONFIGS[0]
+    src = sm80_mm.spec(BF16, "bf16", cfg, Arch(90)).source()
+    assert '#include "' not in src  # self-contained: every include inlined
+    assert src.count("typedef unsigned int u32;") == 1  # each header once
+    assert f"BLOCK_M = {cfg.block_m}, BLOCK_N = {cfg.block_n}" in src
+    assert BF16.instr in src
+    # The editor defaults above the marker are gone: exactly one definition of each constant.
+    assert len(re.findall(r"constexpr int BLOCK_M", src)) == 1
+    assert "extern \"C\" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(" in src
+
+
+def test_line_directives_point_at_original_files():
+    src = sm80_mm.spec(BF16, "f32", SM80_CONFIGS[0], Arch(80)).source()
+    cu = (codegen.cuda_src_dir() / "sm80_mm.cu").read_text().splitlines()
+    lines = src.splitlines()
+    # Find the kernel's signature line in the rendered source and the #line directive in force there.
+    idx = next(i for i, ln in enumerate(lines) if ln.startswith("extern \"C\" __global__"))
+    last = max(i for i in range(idx) if lines[i].startswith('#line') and '"sm80_mm.cu"' in lines[i])
+    line_no = int(lines[last].split()[1]) + (idx - last - 1)
+    assert cu[line_no - 1] == lines[idx]
+
+
+def test_missing_template_parameter_is_an_error():
+    with pytest.raises(jinja2.UndefinedError):
+        codegen.render("sm80_mm", {"variant_name": "x"})
+
+
+def test_different_configs_render_differently():
+    a = sm80_mm.spec(BF16, "bf16", SM80_CONFIGS[0], Arch(90)).source()
+    b = sm80_mm.spec(BF16, "bf16", SM80_CONFIGS[1], Arch(90)).source()
+    c = sm80_mm.spec(BF16, "f32", SM80_CONFIGS[0], Arch(90)).source()
+    assert len({a, b, c}) == 3

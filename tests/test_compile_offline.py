@@ -1,0 +1,76 @@
+"""Every variant compiles to a cubin for every arch it exists on, with NVRTC and no GPU, without spills."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from gn_mm import cli, compiler, microbench, runtime, sm80_mm, variants
+from gn_mm.arch import Arch
+from gn_mm.config import sm80_candidates
+
+ARCHS = [Arch.parse(a) for a in ("sm_80", "sm_89", "sm_90a", "sm_120")]
+
+
+def _build_all(jobs):
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda j: (j, runtime.build(sm80_mm.spec(*j), backend="bindings")), jobs))
+
+
+def _assert_clean(results):
+    bad = []
+    for (v, out, cfg, arch), built in results:
+        st = built.ptxas
+        assert st.registers is not None, "ptxas -v log missing"
+        if st.spills or st.stack_bytes:
+            bad.append(f"{v.name}->{out} {cfg.name} {arch.name}: {st}")
+        assert built.cubin[:4] == b"\x7fELF"
+    assert not bad, "register spills:\n" + "\n".join(bad)
+
+
+def test_every_variant_and_output_compiles_without_spills():
+    """All (A, B, acc, out) on every arch, with the config the heuristic picks for large problems."""
+    jobs = [(v, out, cfg, arch) for v, out, cfg, arch in cli.compile_jobs(ARCHS)]
+    assert len({(v.name, o) for v, o, _, _ in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
+    _assert_clean(_build_all(jobs))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
+def test_every_config_compiles_without_spills(arch):
+    """Every config the heuristic can pick, for one variant per accumulator kind and emulation class."""
+    arch = Arch.parse(arch)
+    picks = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "s32"),
+             ("tf32", "tf32", "f32", "f32"), ("s4", "s4", "s32", "s32")]
+    if arch.cc >= 89:
+        picks += [("e4m3", "e5m2", "f32", "f32"), ("e5m2", "e5m2", "f16", "f16")]
+    jobs = []
+    for a, b, acc, out in picks:
+        v = variants.find(a, b, acc)
+        for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on):
+            jobs.append((v, out, cfg, arch))
+    _assert_clean(_build_all(jobs))
+
+
+def test_fp8_refused_below_sm89_with_compiler_message():
+    v = variants.find("e4m3", "e4m3", "f32")
+    cfg = sm80_candidates(Arch(80))[0]
+    from gn_mm.errors import CompileError
+
+    with pytest.raises(CompileError, match="sm_89") as info:
+        runtime.build(sm80_mm.spec(v, "bf16", cfg, Arch(80)), backend="bindings")
+    assert info.value.source_path and info.value.source_path.endswith(".cu")
+    assert "FP8" in info.value.log or "sm_89" in info.value.log
+
+
+def test_microbenchmark_compiles_for_every_variant():
+    for arch in ARCHS:
+        for v in variants.MMA_SYNC:
+            if arch.cc >= v.min_arch and v.a == v.b:
+                built = runtime.build(microbench.spec(v, arch), backend="bindings")
+                assert not built.ptxas.spills, (v.name, arch.name)
+
+
+def test_offline_and_torch_frontends_pass_the_same_options():
+    opts = compiler.options(Arch.parse("sm_90a"))
+    assert opts[0] == "--gpu-architecture=sm_90a"
+    assert set(compiler.BASE_OPTIONS) <= set(opts)
+    assert opts[-len(compiler.torch_flags()) or len(opts):] == compiler.torch_flags() or not compiler.torch_flags()

@@ -1,0 +1,46 @@
+import pytest
+import torch
+
+import gn_mm
+from gn_mm import config, variants
+from gn_mm.arch import Arch
+
+
+@pytest.mark.parametrize("signed,lo,hi", [(True, -8, 8), (False, 0, 16)])
+def test_pack_roundtrip(signed, lo, hi):
+    x = torch.randint(lo, hi, (5, 37), dtype=torch.int8)  # odd K: padded with a zero nibble
+    p = gn_mm.pack_int4(x, signed=signed)
+    assert p.data.dtype == torch.uint8 and p.data.shape == (5, 19)
+    assert p.shape == (5, 38) and p.t().shape == (38, 5)
+    u = p.unpack()
+    assert torch.equal(u[:, :37], x) and torch.all(u[:, 37] == 0)
+    # Low nibble holds the even k.
+    assert int(p.data[0, 0]) == (int(x[0, 0]) & 0xF) | ((int(x[0, 1]) & 0xF) << 4)
+
+
+def test_pack_range_checks():
+    with pytest.raises(ValueError, match=r"\[-8, 7\]"):
+        gn_mm.pack_int4(torch.tensor([[8, -1]]), signed=True)
+    assert not gn_mm.pack_int4(torch.tensor([[15, 0]])).signed  # inferred uint4
+
+
+def test_variant_table_is_complete_and_consistent():
+    names = {v.name for v in variants.MMA_SYNC}
+    for a, b, acc in [("bf16", "bf16", "f32"), ("f16", "f16", "f32"), ("f16", "f16", "f16"),
+                      ("e4m3", "e5m2", "f32"), ("e5m2", "e4m3", "f16"), ("s8", "u8", "s32"),
+                      ("u4", "s4", "s32"), ("tf32", "tf32", "f32")]:
+        assert f"{a}x{b}->{acc}" in names
+    for v in variants.MMA_SYNC:
+        assert v.instr.startswith("mma.sync.aligned.m16n8k")
+        assert (".satfinite" in v.instr) == (v.acc == "s32")
+    assert variants.find("e4m3", "e4m3", "f32").min_arch == 89
+    assert 90 in variants.find("s4", "s4", "s32").emulated_on
+
+
+def test_heuristic_picks_legal_configs():
+    for arch in (Arch(80), Arch(86), Arch(89), Arch(90), Arch(120)):
+        for m, n, k in [(1, 4096, 4096), (16, 14336, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (7, 7, 7)]:
+            for emulated in (False, True):
+                c = config.choose_sm80(m, n, k, arch, 132, emulated=emulated)
+                c.check(arch)
+                assert c.warp_tile <= (config.MAX_WARP_TILE_EMULATED if emulated else config.MAX_WARP_TILE)

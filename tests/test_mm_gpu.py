@@ -1,0 +1,235 @@
+"""GPU tier: every variant and output against a float64 (floats) or exact (integers) reference.
+
+Inputs are fresh random data, outputs are poisoned before launch, the K padding of every operand is filled
+with garbage (a kernel that reads past K fails), and shapes are ragged in every dimension.
+"""
+
+import pytest
+import torch
+
+import gn_mm
+from gn_mm import runtime, variants
+from gn_mm.dtypes import BY_NAME, OUT_DTYPES
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1, 1, 1), (1, 1000, 128), (7, 17, 1000), (17, 127, 7), (127, 7, 17), (1000, 1, 33), (129, 257, 300),
+          (1000, 1000, 1000), (300, 520, 4096)]
+TOL = {"bf16": 1e-2, "f16": 2e-3, "f32": 1e-5}  # relative Frobenius error vs float64, by output type
+INPUT_TOL = {"tf32": 4e-3, "e4m3": 0.0, "e5m2": 0.0}  # extra error from the inputs themselves (tf32 truncation)
+
+
+def _rand(e, rows, k, device):
+    """A K-contiguous [rows, k] operand of element type e, in storage padded past k with garbage."""
+    if e.bits == 4:
+        kp = -(-k // 32) * 32
+        vals = torch.randint(-8, 8, (rows, kp), device=device) if e.name == "s4" else \
+            torch.randint(0, 16, (rows, kp), device=device)
+        packed = gn_mm.pack_int4(vals, signed=e.name == "s4")
+        view = gn_mm.Int4Tensor(packed.data[:, : -(-k // 2)], packed.signed)
+        exact = view.unpack().double()
+        return view, exact
+    per16 = 16 * 8 // e.bits
+    kp = -(-k // per16) * per16 + per16  # at least one chunk of garbage
+    if e.dtype.is_floating_point:
+        full = torch.randn(rows, kp, device=device).to(e.dtype)
+        full[:, k:] = float("nan")
+    else:
+        lo, hi = (-128, 128) if e.name == "s8" else (0, 256)
+        full = torch.randint(lo, hi, (rows, kp), device=device, dtype=torch.int16).to(e.dtype)
+        full[:, k:] = 77
+    view = full[:, :k]
+    return view, view.double()
+
+
+def _poison(m, n, dtype, device):
+    c = torch.empty(m, n, dtype=dtype, device=device)
+    c.fill_(float("nan") if dtype.is_floating_point else -(2**31) + 7)
+    return c
+
+
+def _check(c, ref, out, extra_tol=0.0):
+    if out == "s32":
+        assert torch.equal(c.long(), ref.round().long()), "integer result not exact"
+        return
+    # Where the exact result overflows the output type (f16 of large integer sums) inf is the right answer.
+    expect = ref.to(OUT_DTYPES[out]).double()
+    finite = torch.isfinite(expect)
+    assert torch.equal(c.double()[~finite], expect[~finite]), "overflowed entries differ"
+    assert torch.isfinite(c.double()[finite]).all(), "NaN/inf (unwritten or wrong) entries"
+    c, ref = c.double()[finite], ref[finite]
+    err = float((c - ref).norm() / ref.norm().clamp_min(1e-30))
+    assert err <= TOL[out] + extra_tol, f"relative error {err:.3g}"
+
+
+CASES = [(v, out) for v in variants.MMA_SYNC for out in v.outs if v.acc != "f16"]
+
+
+@pytest.mark.parametrize("v,out", CASES, ids=[f"{v.name}->{o}" for v, o in CASES])
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+def test_variant_matches_float64(v, out, shape):
+    m, n, k = shape
+    if v.a in ("s4", "u4"):
+        k = -(-k // 2) * 2
+    dev = torch.device("cuda")
+    ea, eb = BY_NAME[v.a], BY_NAME[v.b]
+    a, a64 = _rand(ea, m, k, dev)
+    w, w64 = _rand(eb, n, k, dev)
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    got = gn_mm.mm(a, w.t(), out=c)
+    assert got.data_ptr() == c.data_ptr()
+    _check(c, a64 @ w64.t(), out, INPUT_TOL.get(v.a, 0.0))
+
+
+def _f16_acc_reference(a64, w64, chunk):
+    """f16 accumulation as the tensor core does it: exact partial products per k-chunk, rounded to f16
+    after each chunk is added."""
+    acc = torch.zeros(a64.shape[0], w64.shape[0], dtype=torch.float16, device=a64.device)
+    for k0 in range(0, a64.shape[1], chunk):
+        part = a64[:, k0:k0 + chunk] @ w64[:, k0:k0 + chunk].t()
+        acc = (acc.double() + part).half()
+    return acc.double()
+
+
+F16ACC = [v for v in variants.MMA_SYNC if v.acc == "f16"]
+
+
+@pytest.mark.parametrize("v", F16ACC, ids=[v.name for v in F16ACC])
+@pytest.mark.parametrize("shape", [(7, 17, 1000), (129, 257, 300), (64, 128, 4096)])
+def test_f16_accumulation_matches_f16_reference(v, shape):
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[v.a], m, k, dev)
+    w, w64 = _rand(BY_NAME[v.b], n, k, dev)
+    if v.a == "f16":  # keep f16 sums well inside range
+        a.mul_(0.25)
+        w.mul_(0.25)
+    a64, w64 = a.double(), w.double()
+    c = _poison(m, n, torch.float16, dev)
+    gn_mm.mm(a, w.t(), acc_dtype=torch.float16, out=c)
+    ref16 = _f16_acc_reference(a64, w64, 16 if v.a == "f16" else 32)
+    err16 = float((c.double() - ref16).norm() / ref16.norm())
+    exact = a64 @ w64.t()
+    err64 = float((c.double() - exact).norm() / exact.norm())
+    assert err16 < 2e-3, f"vs f16-accumulation reference: {err16:.3g}"
+    assert err64 < 3e-2, f"vs float64: {err64:.3g}"
+
+
+SCALED = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("s8", "s8"), ("u8", "s8")]
+
+
+@pytest.mark.parametrize("pair", SCALED, ids=[f"{a}x{b}" for a, b in SCALED])
+@pytest.mark.parametrize("out", ["bf16", "f16", "f32"])
+@pytest.mark.parametrize("mode", ["tensor", "rowcol", "rowcol+bias", "bias"])
+def test_scales_and_bias(pair, out, mode):
+    m, n, k = 131, 77, 640
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[pair[0]], m, k, dev)
+    w, w64 = _rand(BY_NAME[pair[1]], n, k, dev)
+    kw, ref = {}, a64 @ w64.t()
+    if mode == "tensor":
+        sa, sb = torch.tensor(0.03, device=dev), torch.tensor([2.5], device=dev)
+        kw.update(scale_a=sa, scale_b=sb)
+        ref = ref * 0.03 * 2.5
+    elif mode.startswith("rowcol"):
+        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01
+        kw.update(scale_a=sa, scale_b=sb)
+        ref = ref * sa.double()[:, None] * sb.double()[None, :]
+    if mode.endswith("bias"):
+        bias = torch.randn(n, device=dev) * ref.abs().mean()
+        kw["bias"] = bias.to(OUT_DTYPES[out] if out != "f32" else torch.float32)
+        ref = ref + kw["bias"].double()[None, :]
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, **kw)
+    _check(c, ref, out)
+
+
+def test_bias_on_16bit_and_default_outputs():
+    dev = torch.device("cuda")
+    a = torch.randn(33, 64, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(40, 64, device=dev, dtype=torch.bfloat16)
+    bias = torch.randn(40, device=dev, dtype=torch.bfloat16)
+    c = gn_mm.mm(a, w.t(), bias=bias)
+    assert c.dtype == torch.bfloat16
+    _check(c, a.double() @ w.double().t() + bias.double(), "bf16")
+    a8 = a.to(torch.float8_e4m3fn)
+    assert gn_mm.mm(a8, w.to(torch.float8_e4m3fn).t()).dtype == torch.bfloat16
+    i8 = torch.ones(4, 16, dtype=torch.int8, device=dev)
+    assert gn_mm.mm(i8, i8.t()).dtype == torch.int32
+    assert gn_mm.mm(i8, i8.t(), scale_a=torch.ones(1, device=dev)).dtype == torch.bfloat16
+
+
+def test_other_layouts_are_correct():
+    """B as a row-major [K, N] (N contiguous) and A transposed storage are copied, still exact."""
+    dev = torch.device("cuda")
+    a = torch.randn(100, 64, device=dev, dtype=torch.float16)
+    b = torch.randn(64, 90, device=dev, dtype=torch.float16)  # torch.mm layout
+    _check(gn_mm.mm(a, b), a.double() @ b.double(), "f16")
+    at = torch.randn(64, 100, device=dev, dtype=torch.float16).t()
+    _check(gn_mm.mm(at, b), at.double() @ b.double(), "f16")
+    out = torch.empty(100, 128, device=dev, dtype=torch.float32)[:, 3:93]  # strided, odd-offset output
+    gn_mm.mm(a, b, out_dtype=torch.float32, out=out)
+    _check(out, a.double() @ b.double(), "f32")
+
+
+def test_large_k_integer_saturates_not_wraps():
+    dev = torch.device("cuda")
+    k = 135_168  # 127 * 127 * k > 2^31
+    a = torch.full((16, k), 127, dtype=torch.int8, device=dev)
+    c = gn_mm.mm(a, a.t())
+    assert int(c.min()) == 2**31 - 1
+
+
+def test_errors_on_gpu():
+    dev = torch.device("cuda")
+    a = torch.randn(16, 64, device=dev, dtype=torch.bfloat16)
+    with pytest.raises(gn_mm.LayoutError, match="b: on cpu, but a is on cuda"):
+        gn_mm.mm(a, torch.randn(64, 8, dtype=torch.bfloat16))
+    with pytest.raises(gn_mm.LayoutError, match="scale_a: on cpu"):
+        gn_mm.mm(a.to(torch.float8_e4m3fn), a.to(torch.float8_e4m3fn).t(), scale_a=torch.ones(1))
+    with pytest.raises(gn_mm.LayoutError, match="a: K-contiguous rows are 14 bytes apart"):
+        x = torch.randn(16, 7, device=dev, dtype=torch.bfloat16)
+        gn_mm.mm(x, x.t())
+    with pytest.raises(gn_mm.LayoutError, match="a: data pointer is not 16-byte aligned"):
+        big = torch.randn(16, 72, device=dev, dtype=torch.bfloat16)
+        gn_mm.mm(big[:, 1:65], a.t())
+    with pytest.raises(gn_mm.LayoutError, match=r"out: expected shape \(16, 16\)"):
+        gn_mm.mm(a, a.t(), out=torch.empty(16, 17, device=dev, dtype=torch.bfloat16))
+
+
+def test_arch_too_old_names_minimum(monkeypatch):
+    from gn_mm import api
+    from gn_mm.arch import Arch
+
+    monkeypatch.setattr(api.Arch, "of_device", classmethod(lambda cls, d=None: Arch(80)))
+    a = torch.randn(16, 64, device="cuda").to(torch.float8_e4m3fn)
+    with pytest.raises(gn_mm.ArchError, match="needs sm_89 or newer"):
+        gn_mm.mm(a, a.t())
+
+
+def test_n_calls_one_compile(fresh_cache):
+    dev = torch.device("cuda")
+    a = torch.randn(64, 128, device=dev, dtype=torch.bfloat16)
+    before = dict(runtime.stats)
+    for _ in range(10):
+        gn_mm.mm(a, a.t())
+    assert runtime.stats["compiles"] - before.get("compiles", 0) == 1
+    assert runtime.stats["memory_hits"] - before.get("memory_hits", 0) == 9
+    runtime.clear_memory_cache()  # a new process would find it on disk
+    gn_mm.mm(a, a.t())
+    assert runtime.stats["compiles"] - before.get("compiles", 0) == 1
+    assert runtime.stats["disk_hits"] - before.get("disk_hits", 0) == 1
+
+
+def test_cuda_graph_capture():
+    dev = torch.device("cuda")
+    a = torch.randn(64, 128, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(96, 128, device=dev, dtype=torch.bfloat16)
+    gn_mm.mm(a, w.t())  # compile and load outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        c = gn_mm.mm(a, w.t())
+    a.copy_(torch.randn_like(a))
+    g.replay()
+    torch.cuda.synchronize()
+    _check(c, a.double() @ w.double().t(), "bf16")
