@@ -75,6 +75,50 @@ GN_DEVICE void raster(int M, int N, int& tile_m, int& tile_n) {
   tile_n = (pid % width) / group_rows;
 }
 
+// Scales, bias and the masked store of one thread's two adjacent outputs of one fragment row.
+struct Epilogue {
+  u8* C;
+  const float *scale_a, *scale_b, *bias;
+  int M, N, ldc, scale_a_mode, scale_b_mode, has_bias;
+  bool pair_ok;  // two-column vector stores need an even row stride and a pair-aligned base (out= views)
+
+  template <int H>
+  GN_DEVICE void half(const AccReg (&d)[MmaOp::REGS], int row, int col) const {
+    typedef Store<GN_OUT_KIND> St;
+    if (row >= M || col >= N) return;
+    const bool two = col + 1 < N;
+    u8* p = C + ((i64)row * ldc + col) * St::BYTES;
+#if GN_OUT_KIND == GN_OUT_S32
+    const int v0 = d[2 * H], v1 = d[2 * H + 1];
+#else
+    float v0, v1;
+    MmaOp::pair(d, H, v0, v1);
+    if (scale_a_mode) {
+      const float s = scale_a[scale_a_mode == 2 ? row : 0];
+      v0 *= s;
+      v1 *= s;
+    }
+    if (scale_b_mode == 1) {
+      v0 *= scale_b[0];
+      v1 *= scale_b[0];
+    } else if (scale_b_mode == 2) {
+      v0 *= scale_b[col];
+      if (two) v1 *= scale_b[col + 1];
+    }
+    if (has_bias) {
+      v0 += bias[col];
+      if (two) v1 += bias[col + 1];
+    }
+#endif
+    if (two && pair_ok) {
+      St::two(p, v0, v1);
+    } else {
+      St::one(p, v0);
+      if (two) St::one(p + St::BYTES, v1);
+    }
+  }
+};
+
 }  // namespace sm80
 
 using namespace sm80;
@@ -155,52 +199,13 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   cp_async_wait<0>();
 
   // Epilogue straight from registers. Thread (g = lane / 4, t = lane % 4) holds rows g and g + 8 of each
-  // fragment, columns 2t and 2t + 1.
-  typedef Store<GN_OUT_KIND> St;
-  const int g = lane / 4, t = lane % 4;
-  // Two-column vector stores need an even row stride and a pair-aligned base (out= may be a view).
-  const bool pair_ok = (ldc % 2) == 0 && ((u64)C % (2 * St::BYTES)) == 0;
-#pragma unroll
-  for (int i = 0; i < MI; ++i) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = m0 + warp_m * WARP_M + i * 16 + g + h * 8;
-      if (row >= M) continue;
-      u8* c_row = C + (i64)row * ldc * St::BYTES;
-      float sa_row = 1.f;
-      if (GN_OUT_KIND != GN_OUT_S32 && scale_a_mode) sa_row = scale_a[scale_a_mode == 2 ? row : 0];
-#pragma unroll
-      for (int j = 0; j < NI; ++j) {
-        const int col = n0 + warp_n * WARP_N + j * 8 + 2 * t;
-        if (col >= N) continue;
-        const bool two = col + 1 < N;
-#if GN_OUT_KIND == GN_OUT_S32
-        const int v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
-#else
-        float v0, v1;
-        MmaOp::pair(acc[i][j], h, v0, v1);
-        if (scale_b_mode == 2) {
-          v0 *= scale_b[col];
-          if (two) v1 *= scale_b[col + 1];
-        } else if (scale_b_mode == 1) {
-          v0 *= scale_b[0];
-          v1 *= scale_b[0];
-        }
-        v0 *= sa_row;
-        v1 *= sa_row;
-        if (has_bias) {
-          v0 += bias[col];
-          if (two) v1 += bias[col + 1];
-        }
-#endif
-        u8* p = c_row + (i64)col * St::BYTES;
-        if (two && pair_ok) {
-          St::two(p, v0, v1);
-        } else {
-          St::one(p, v0);
-          if (two) St::one(p + St::BYTES, v1);
-        }
-      }
-    }
-  }
+  // fragment, columns 2t and 2t + 1. static_for keeps every index into acc a compile-time constant.
+  const int row0 = m0 + warp_m * WARP_M + lane / 4, col0 = n0 + warp_n * WARP_N + 2 * (lane % 4);
+  const Epilogue ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
+                    (ldc % 2) == 0 && ((u64)C % (2 * Store<GN_OUT_KIND>::BYTES)) == 0};
+  static_for<0, MI * NI>([&](auto f) {
+    constexpr int i = decltype(f)::value / NI, j = decltype(f)::value % NI;
+    ep.template half<0>(acc[i][j], row0 + i * 16, col0 + j * 8);
+    ep.template half<1>(acc[i][j], row0 + i * 16 + 8, col0 + j * 8);
+  });
 }
