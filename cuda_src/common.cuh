@@ -23,12 +23,3 @@ typedef long long i64;
 template <class T> GN_DEVICE T gn_min(T a, T b) { return a < b ? a : b; }
 template <class T> GN_DEVICE T gn_max(T a, T b) { return a > b ? a : b; }
 
-// Compile-time loop: f(Int<I>{}) for I in [BEGIN, END). Unlike #pragma unroll, which the compiler may
-// decline for large bodies, the index is always a constant, so register arrays it indexes stay in registers.
-template <int I> struct Int { static constexpr int value = I; };
-template <int BEGIN, int END, class F> GN_DEVICE void static_for(F&& f) {
-  if constexpr (BEGIN < END) {
-    f(Int<BEGIN>{});
-    static_for<BEGIN + 1, END>(f);
-  }
-}

@@ -119,6 +119,19 @@ struct Epilogue {
   }
 };
 
+// Fragment F = (i, j) of the warp tile, then F + 1 ...: recursion instead of a loop, so every index into
+// acc is a compile-time constant (NVVM declined to unroll the equivalent loop nest for large tiles and
+// moved acc to local memory).
+template <int F>
+GN_DEVICE void store_fragments(const Epilogue& ep, const AccReg (&acc)[MI][NI][MmaOp::REGS], int row0, int col0) {
+  if constexpr (F < MI * NI) {
+    constexpr int i = F / NI, j = F % NI;
+    ep.template half<0>(acc[i][j], row0 + i * 16, col0 + j * 8);
+    ep.template half<1>(acc[i][j], row0 + i * 16 + 8, col0 + j * 8);
+    store_fragments<F + 1>(ep, acc, row0, col0);
+  }
+}
+
 }  // namespace sm80
 
 using namespace sm80;
@@ -199,13 +212,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   cp_async_wait<0>();
 
   // Epilogue straight from registers. Thread (g = lane / 4, t = lane % 4) holds rows g and g + 8 of each
-  // fragment, columns 2t and 2t + 1. static_for keeps every index into acc a compile-time constant.
+  // fragment, columns 2t and 2t + 1.
   const int row0 = m0 + warp_m * WARP_M + lane / 4, col0 = n0 + warp_n * WARP_N + 2 * (lane % 4);
   const Epilogue ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
                     (ldc % 2) == 0 && ((u64)C % (2 * Store<GN_OUT_KIND>::BYTES)) == 0};
-  static_for<0, MI * NI>([&](auto f) {
-    constexpr int i = decltype(f)::value / NI, j = decltype(f)::value % NI;
-    ep.template half<0>(acc[i][j], row0 + i * 16, col0 + j * 8);
-    ep.template half<1>(acc[i][j], row0 + i * 16 + 8, col0 + j * 8);
-  });
+  store_fragments<0>(ep, acc, row0, col0);
 }
