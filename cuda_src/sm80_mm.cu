@@ -34,13 +34,9 @@ constexpr int KSTEPS = BLOCK_K_BYTES / 32;    // mma k-steps per stage
 constexpr int A_TILE = BLOCK_M * BLOCK_K_BYTES;
 constexpr int B_TILE = BLOCK_N * BLOCK_K_BYTES;
 constexpr int STAGE_BYTES = A_TILE + B_TILE;
-constexpr int A_LOADS = BLOCK_M * CHUNKS / NUM_THREADS;  // 16-byte copies per thread per stage
-constexpr int B_LOADS = BLOCK_N * CHUNKS / NUM_THREADS;
 
 static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "warp tile must be a multiple of 16x16");
 static_assert(BLOCK_K_BYTES == 64 || BLOCK_K_BYTES == 128, "BLOCK_K_BYTES must be 64 or 128");
-static_assert(A_LOADS * NUM_THREADS == BLOCK_M * CHUNKS && B_LOADS * NUM_THREADS == BLOCK_N * CHUNKS,
-              "tile chunks must divide evenly among threads");
 static_assert(NUM_STAGES >= 2, "need at least two stages");
 
 typedef Mma<GN_ACC_KIND> MmaOp;
@@ -48,22 +44,45 @@ typedef typename MmaOp::Reg AccReg;
 
 // XOR swizzle of 16-byte chunks: the 8 rows one ldmatrix reads land in 8 distinct bank groups.
 GN_DEVICE int swizzle(int row) { return (row / (8 / CHUNKS)) % CHUNKS; }
-GN_DEVICE int tile_offset(int row, int chunk) { return row * BLOCK_K_BYTES + ((chunk ^ swizzle(row)) << 4); }
 
-// Issue the cp.async copies of one [ROWS x BLOCK_K_BYTES] tile; rows >= rows_valid and bytes >= k_bytes
-// arrive as zeros.
-template <int ROWS, int LOADS>
-GN_DEVICE void load_tile(u32 smem, const u8* g, int ld, int rows_valid, int k0, int k_bytes, int tid) {
+// Copies one operand's [ROWS x BLOCK_K_BYTES] tiles with cp.async. Thread t always copies the same
+// 16-byte chunk column of rows t / CHUNKS + i * ROW_STEP, so every address but the K offset is fixed
+// once per CTA; rows past the matrix and bytes past K arrive as zeros (src-size 0 or short).
+template <int ROWS>
+struct TileLoader {
+  static constexpr int ROW_STEP = NUM_THREADS / CHUNKS;
+  static constexpr int LOADS = ROWS / ROW_STEP;
+  static_assert(NUM_THREADS % CHUNKS == 0 && ROWS % ROW_STEP == 0, "chunks must divide among threads");
+
+  const u8* src;   // first row of this thread, at its chunk column
+  i64 step;        // bytes between this thread's rows
+  u32 smem_off;    // its first chunk within a stage's tile
+  int k_chunk;     // byte offset of its chunk within a K tile
+  unsigned valid;  // bit i: row i is inside the matrix
+
+  GN_DEVICE TileLoader(const u8* tile, int ld, int rows_valid, int tid) {
+    const int row = tid / CHUNKS, chunk = tid % CHUNKS;
+    k_chunk = chunk * 16;
+    src = tile + (i64)row * ld + k_chunk;
+    step = (i64)ROW_STEP * ld;
+    // ROW_STEP is a multiple of 8, so every row of this thread has the same swizzle.
+    smem_off = row * BLOCK_K_BYTES + ((chunk ^ swizzle(row)) << 4);
+    valid = 0;
 #pragma unroll
-  for (int i = 0; i < LOADS; ++i) {
-    const int idx = tid + i * NUM_THREADS;
-    const int row = idx / CHUNKS, chunk = idx % CHUNKS;
-    const int k = k0 + chunk * 16;
-    const int bytes = row < rows_valid ? gn_max(0, gn_min(16, k_bytes - k)) : 0;
-    const u8* src = bytes > 0 ? g + (i64)row * ld + k : g;  // never form an out-of-range address
-    cp_async_16(smem + tile_offset(row, chunk), src, bytes);
+    for (int i = 0; i < LOADS; ++i) valid |= (row + i * ROW_STEP < rows_valid ? 1u : 0u) << i;
   }
-}
+
+  GN_DEVICE void load(u32 smem_tile, int kt, int k_bytes) const {
+    const int k = kt * BLOCK_K_BYTES + k_chunk;
+    const int bytes = gn_max(0, gn_min(16, k_bytes - k));
+#pragma unroll
+    for (int i = 0; i < LOADS; ++i) {
+      const int n = (valid >> i) & 1 ? bytes : 0;
+      const u8* p = n ? src + i * step + kt * BLOCK_K_BYTES : src;  // never an out-of-range address
+      cp_async_16(smem_tile + smem_off + i * ROW_STEP * BLOCK_K_BYTES, p, n);
+    }
+  }
+};
 
 // Which (tile_m, tile_n) this CTA owns: GROUP_M row-tiles sweep the columns together for L2 reuse.
 GN_DEVICE void raster(int M, int N, int& tile_m, int& tile_n) {
@@ -152,7 +171,6 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   const int m0 = tile_m * BLOCK_M, n0 = tile_n * BLOCK_N;
   const u8* a_tile = A + (i64)m0 * lda;
   const u8* b_tile = B + (i64)n0 * ldb;
-  const int a_rows = M - m0, b_rows = N - n0;
   const u32 smem0 = smem_u32(smem);
 
   AccReg acc[MI][NI][MmaOp::REGS];
@@ -164,10 +182,12 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
       for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = 0;
 
   const int k_tiles = (k_bytes + BLOCK_K_BYTES - 1) / BLOCK_K_BYTES;
+  const TileLoader<BLOCK_M> load_a(a_tile, lda, M - m0, tid);
+  const TileLoader<BLOCK_N> load_b(b_tile, ldb, N - n0, tid);
   auto load_stage = [&](int kt) {
     const u32 s = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
-    load_tile<BLOCK_M, A_LOADS>(s, a_tile, lda, a_rows, kt * BLOCK_K_BYTES, k_bytes, tid);
-    load_tile<BLOCK_N, B_LOADS>(s + A_TILE, b_tile, ldb, b_rows, kt * BLOCK_K_BYTES, k_bytes, tid);
+    load_a.load(s, kt, k_bytes);
+    load_b.load(s + A_TILE, kt, k_bytes);
   };
 
   // Prologue: fill NUM_STAGES - 1 stages. Always commit, so group counting stays uniform at the tail.
@@ -177,36 +197,57 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
     cp_async_commit();
   }
 
-  // ldmatrix row addresses: A lanes 0-15 rows, lanes 16-31 the second 16-byte chunk;
-  // B lanes pick (n 0-7 | 8-15) x (chunk 0 | 1) in the order b0, b1 of fragment j then of fragment j + 1.
-  const int a_row = warp_m * WARP_M + lane % 16, a_chunk = lane / 16;
-  const int b_row = warp_n * WARP_N + lane % 8 + (lane / 16) * 8, b_chunk = (lane / 8) % 2;
+  // ldmatrix addresses. A: lanes 0-15 give rows, lanes 16-31 the same rows' next 16-byte chunk.
+  // B: lanes pick (n 0-7 | 8-15) x (chunk 0 | 1) in the order b0, b1 of fragment j, then of j + 1.
+  // Rows 16 apart share a swizzle, so only the k-step's chunk varies: chunk ^ swizzle = (2 ks) ^ c.
+  const int a_row = warp_m * WARP_M + lane % 16, b_row = warp_n * WARP_N + lane % 8 + (lane / 16) * 8;
+  const int a_c = (lane / 16) ^ swizzle(a_row), b_c = ((lane / 8) % 2) ^ swizzle(b_row);
+  auto frag_a = [&](u32 (&af)[MI][4], u32 stage, int ks) {
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+      ldmatrix_x4(af[i], stage + (a_row + i * 16) * BLOCK_K_BYTES + (((2 * ks) ^ a_c) << 4));
+  };
+  auto frag_b = [&](u32 (&bf)[NI][2], u32 stage, int ks) {
+#pragma unroll
+    for (int j = 0; j < NI; j += 2) {
+      u32 r[4];
+      ldmatrix_x4(r, stage + A_TILE + (b_row + j * 8) * BLOCK_K_BYTES + (((2 * ks) ^ b_c) << 4));
+      bf[j][0] = r[0];
+      bf[j][1] = r[1];
+      bf[j + 1][0] = r[2];
+      bf[j + 1][1] = r[3];
+    }
+  };
+
+  // Software pipeline: fragments of k-step ks + 1 are loaded before the MMAs of ks; on the last k-step
+  // of a tile the next tile is waited for first. One barrier per tile: after it, every warp has read the
+  // tile two behind, so its slot takes the next global load.
+  u32 af[2][MI][4], bf[2][NI][2];
+  cp_async_wait<NUM_STAGES - 2>();
+  __syncthreads();
+  u32 stage = smem0;
+  frag_a(af[0], stage, 0);
+  frag_b(bf[0], stage, 0);
 
   for (int kt = 0; kt < k_tiles; ++kt) {
-    cp_async_wait<NUM_STAGES - 2>();
-    __syncthreads();  // stage kt landed for everyone, and everyone is done reading stage kt - 1
-    if (kt + NUM_STAGES - 1 < k_tiles) load_stage(kt + NUM_STAGES - 1);
-    cp_async_commit();
-
-    const u32 sa = smem0 + (kt % NUM_STAGES) * STAGE_BYTES, sb = sa + A_TILE;
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
-      u32 af[MI][4], bf[NI][2];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], sa + tile_offset(a_row + i * 16, ks * 2 + a_chunk));
-#pragma unroll
-      for (int j = 0; j < NI; j += 2) {
-        u32 r[4];
-        ldmatrix_x4(r, sb + tile_offset(b_row + j * 8, ks * 2 + b_chunk));
-        bf[j][0] = r[0];
-        bf[j][1] = r[1];
-        bf[j + 1][0] = r[2];
-        bf[j + 1][1] = r[3];
+      if (ks == 0) {
+        if (kt + NUM_STAGES - 1 < k_tiles) load_stage(kt + NUM_STAGES - 1);
+        cp_async_commit();
       }
+      if (ks == KSTEPS - 1) {
+        cp_async_wait<NUM_STAGES - 2>();
+        __syncthreads();
+        stage = smem0 + ((kt + 1) % NUM_STAGES) * STAGE_BYTES;
+      }
+      const int next = (ks + 1) % KSTEPS;  // on the last k-step: k-step 0 of the next tile
+      frag_a(af[(ks + 1) % 2], stage, next);
+      frag_b(bf[(ks + 1) % 2], stage, next);
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) MmaOp::run(acc[i][j], af[i], bf[j]);
+        for (int j = 0; j < NI; ++j) MmaOp::run(acc[i][j], af[ks % 2][i], bf[ks % 2][j]);
     }
   }
   cp_async_wait<0>();

@@ -72,7 +72,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     props = torch.cuda.get_device_properties(device)
     smem_limit = getattr(props, "shared_memory_per_block_optin", arch.smem_per_block())
-    cfg = _config(config, m, n, k, arch, props.multi_processor_count, smem_limit, arch.cc in variant.emulated_on)
+    cfg = _config(config, m, n, k, arch, props.multi_processor_count, smem_limit, variant)
     kern = runtime.kernel(sm80_mm.spec(variant, out_name, cfg, arch), device)
     sm80_mm.launch(kern, cfg, a_store, b_store, c, m=m, n=n, k_bytes=k * ea.bits // 8, lda_bytes=lda,
                    ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
@@ -209,9 +209,9 @@ def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
     return buf[:, :k]
 
 
-def _config(config, m, n, k, arch: Arch, sm_count: int, smem_limit: int, emulated: bool) -> Sm80Config:
+def _config(config, m, n, k, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
     if config is None:
-        return choose_sm80(m, n, k, arch, sm_count, smem_limit, emulated)
+        return choose_sm80(m, n, k, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc_bits)
     if isinstance(config, str):
         if config not in _CONFIG_BY_NAME:
             raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(_CONFIG_BY_NAME)}")

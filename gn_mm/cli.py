@@ -34,8 +34,8 @@ def compile_jobs(archs, variant_filter=None, all_configs=False, all_outs=True):
             if arch.cc < v.min_arch or (variant_filter and v.a not in variant_filter and v.name not in variant_filter):
                 continue
             emulated = arch.cc in v.emulated_on
-            configs = (sm80_candidates(arch, emulated=emulated) if all_configs
-                       else [choose_sm80(8192, 8192, 8192, arch, 132, emulated=emulated)])
+            configs = (sm80_candidates(arch, emulated=emulated, acc_bits=v.acc_bits) if all_configs
+                       else [choose_sm80(8192, 8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
             for cfg in configs:
                 for out in (v.outs if all_outs else v.outs[:1]):
                     jobs.append((v, out, cfg, arch))
@@ -56,7 +56,7 @@ def cmd_compile(args) -> int:
     archs = [Arch.parse(a) for a in args.arch.split(",")]
     vf = set(args.variants.split(",")) if args.variants else None
     jobs = compile_jobs(archs, vf, args.all_configs)
-    backend = args.backend or compiler.default_backend()
+    backend = args.backend or "bindings"  # the offline front-end returns the ptxas log
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         rows = list(_progress(pool.map(lambda j: _compile_one(j, backend), jobs), len(jobs), "compile"))
     if args.json:
@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     p.add_argument("--variants", default="", help="filter: input types (bf16,e4m3,s8,...) or variant names")
     p.add_argument("--all-configs", action="store_true", help="every config that fits, not just the default")
     p.add_argument("--backend", choices=["torch", "bindings"], default=None,
-                   help="NVRTC front-end (default: torch on a CUDA machine, else cuda.bindings)")
+                   help="NVRTC front-end (default: cuda.bindings, whose log has registers and spills)")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiles")
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     p.set_defaults(func=cmd_compile)

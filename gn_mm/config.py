@@ -74,6 +74,8 @@ SM80_CONFIGS = (
     C(128, 128, 128, 2, 4, 4),
     C(128, 128, 128, 2, 2, 3),
     C(128, 128, 64, 2, 2, 4),
+    C(128, 256, 128, 2, 2, 4),  # 64x128 warp tiles: f16 accumulators only
+    C(128, 256, 64, 2, 2, 4),
     C(64, 128, 128, 2, 2, 4),
     C(64, 64, 128, 2, 2, 4),
     C(32, 128, 128, 1, 4, 4),
@@ -81,15 +83,17 @@ SM80_CONFIGS = (
 )
 
 
-# Largest warp tile (C elements per warp) whose accumulators and fragments fit the 255-register cap.
-# Emulated instructions (fp8 and int4 mma.sync on sm_90) need scratch registers: half the tile.
-MAX_WARP_TILE = 64 * 64
-MAX_WARP_TILE_EMULATED = 64 * 32
+def max_warp_tile(acc_bits: int = 32, emulated: bool = False) -> int:
+    """Largest warp tile (C elements per warp) whose accumulators and double-buffered fragments fit the
+    255-register cap: 64x64 with 32-bit accumulators, twice that with f16 ones, half of it for
+    instructions the hardware compiler emulates (fp8 and int4 mma.sync on sm_90 need scratch registers)."""
+    return 64 * 64 * 32 // acc_bits // (2 if emulated else 1)
 
 
-def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = False) -> list[Sm80Config]:
+def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = False,
+                    acc_bits: int = 32) -> list[Sm80Config]:
     """The configs that fit this arch's shared memory and the register budget."""
-    max_tile = MAX_WARP_TILE_EMULATED if emulated else MAX_WARP_TILE
+    max_tile = max_warp_tile(acc_bits, emulated)
     out = []
     for c in SM80_CONFIGS:
         if c.warp_tile > max_tile:
@@ -104,9 +108,9 @@ def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = 
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm80(m: int, n: int, k: int, arch: Arch, sm_count: int, smem_limit: int | None = None,
-                emulated: bool = False) -> Sm80Config:
+                emulated: bool = False, acc_bits: int = 32) -> Sm80Config:
     """Largest tile that still gives every SM work; smaller tiles when M or N is small."""
-    fits = sm80_candidates(arch, smem_limit, emulated)
+    fits = sm80_candidates(arch, smem_limit, emulated, acc_bits)
 
     def tiles(c: Sm80Config) -> int:
         return -(-m // c.block_m) * -(-n // c.block_n)

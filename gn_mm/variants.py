@@ -49,6 +49,10 @@ class Variant:
         return f"mma.sync.aligned.{self.shape}.row.col{sat}.{self.acc}.{self.a}.{self.b}.{self.acc}"
 
     @property
+    def acc_bits(self) -> int:
+        return 16 if self.acc == "f16" else 32
+
+    @property
     def scalable(self) -> bool:
         return self.a in SCALED_TYPES
 

@@ -34,7 +34,7 @@ def main() -> int:
     for nm in names:
         a, b, acc, out = VARIANT_OF[nm]
         v = variants.find(a, b, acc)
-        for cfg in config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on):
+        for cfg in config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits):
             todo.append((nm, v, out, cfg))
     with ThreadPoolExecutor(16) as pool:  # warm the disk cache in parallel
         list(pool.map(lambda t: runtime.build(sm80_mm.spec(t[1], t[2], t[3], arch)), todo))

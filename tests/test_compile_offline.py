@@ -27,7 +27,7 @@ def _assert_clean(results):
     assert not bad, "register spills:\n" + "\n".join(bad)
 
 
-def test_every_variant_and_output_compiles_without_spills():
+def test_every_variant_and_output_compiles_without_spills(fresh_cache):
     """All (A, B, acc, out) on every arch, with the config the heuristic picks for large problems."""
     jobs = [(v, out, cfg, arch) for v, out, cfg, arch in cli.compile_jobs(ARCHS)]
     assert len({(v.name, o) for v, o, _, _ in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
@@ -35,7 +35,7 @@ def test_every_variant_and_output_compiles_without_spills():
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
-def test_every_config_compiles_without_spills(arch):
+def test_every_config_compiles_without_spills(arch, fresh_cache):
     """Every config the heuristic can pick, for one variant per accumulator kind and emulation class."""
     arch = Arch.parse(arch)
     picks = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "s32"),
@@ -45,7 +45,7 @@ def test_every_config_compiles_without_spills(arch):
     jobs = []
     for a, b, acc, out in picks:
         v = variants.find(a, b, acc)
-        for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on):
+        for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits):
             jobs.append((v, out, cfg, arch))
     _assert_clean(_build_all(jobs))
 
@@ -61,7 +61,7 @@ def test_fp8_refused_below_sm89_with_compiler_message():
     assert "FP8" in info.value.log or "sm_89" in info.value.log
 
 
-def test_microbenchmark_compiles_for_every_variant():
+def test_microbenchmark_compiles_for_every_variant(fresh_cache):
     for arch in ARCHS:
         for v in variants.MMA_SYNC:
             if arch.cc >= v.min_arch and v.a == v.b:

@@ -41,6 +41,7 @@ def test_heuristic_picks_legal_configs():
     for arch in (Arch(80), Arch(86), Arch(89), Arch(90), Arch(120)):
         for m, n, k in [(1, 4096, 4096), (16, 14336, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (7, 7, 7)]:
             for emulated in (False, True):
-                c = config.choose_sm80(m, n, k, arch, 132, emulated=emulated)
-                c.check(arch)
-                assert c.warp_tile <= (config.MAX_WARP_TILE_EMULATED if emulated else config.MAX_WARP_TILE)
+                for acc_bits in (16, 32):
+                    c = config.choose_sm80(m, n, k, arch, 132, emulated=emulated, acc_bits=acc_bits)
+                    c.check(arch)
+                    assert c.warp_tile <= config.max_warp_tile(acc_bits, emulated)
