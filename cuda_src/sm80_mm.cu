@@ -244,10 +244,14 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
       const int next = (ks + 1) % KSTEPS;  // on the last k-step: k-step 0 of the next tile
       frag_a(af[(ks + 1) % 2], stage, next);
       frag_b(bf[(ks + 1) % 2], stage, next);
+      // Serpentine order: consecutive MMAs share an A fragment along a row and a B fragment at each turn.
 #pragma unroll
       for (int i = 0; i < MI; ++i)
 #pragma unroll
-        for (int j = 0; j < NI; ++j) MmaOp::run(acc[i][j], af[ks % 2][i], bf[ks % 2][j]);
+        for (int jj = 0; jj < NI; ++jj) {
+          const int j = i % 2 ? NI - 1 - jj : jj;
+          MmaOp::run(acc[i][j], af[ks % 2][i], bf[ks % 2][j]);
+        }
     }
   }
   cp_async_wait<0>();

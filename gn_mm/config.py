@@ -64,18 +64,20 @@ class Sm80Config:
 
 
 C = Sm80Config
-# Candidates, largest tiles first. Measured on an H100/H200 (benchmarks/results/sm80_tune_*.json).
+# Candidates in order of preference: the heuristic takes the first that fills the GPU. The order follows
+# the H100 sweep in benchmarks/results/sm80_tune_h100.json (scripts/tune_sm80.py): 64-byte K tiles with
+# deeper pipelines beat 128-byte ones, and 64x128 warp tiles (f16 accumulators only) beat 64x64.
 SM80_CONFIGS = (
+    C(128, 256, 64, 2, 2, 4),   # 64x128 warp tiles: f16 accumulators only
+    C(128, 256, 64, 2, 4, 6),
     C(128, 256, 128, 2, 4, 4),
     C(256, 128, 128, 4, 2, 4),
-    C(128, 256, 64, 2, 4, 6),
     C(128, 256, 128, 2, 4, 3),
-    C(128, 128, 128, 2, 2, 4),
-    C(128, 128, 128, 2, 4, 4),
-    C(128, 128, 128, 2, 2, 3),
-    C(128, 128, 64, 2, 2, 4),
     C(128, 256, 128, 2, 2, 4),  # 64x128 warp tiles: f16 accumulators only
-    C(128, 256, 64, 2, 2, 4),
+    C(128, 128, 64, 2, 2, 4),
+    C(128, 128, 128, 2, 2, 3),
+    C(128, 128, 128, 2, 4, 4),
+    C(128, 128, 128, 2, 2, 4),
     C(64, 128, 128, 2, 2, 4),
     C(64, 64, 128, 2, 2, 4),
     C(32, 128, 128, 1, 4, 4),

@@ -20,7 +20,7 @@ def _assert_clean(results):
     bad = []
     for (v, out, cfg, arch), built in results:
         st = built.ptxas
-        assert st.registers is not None, "ptxas -v log missing"
+        assert st.registers is not None, f"ptxas -v log missing for {v.name}->{out} {cfg.name} {arch.name}: {built.meta}"
         if st.spills or st.stack_bytes:
             bad.append(f"{v.name}->{out} {cfg.name} {arch.name}: {st}")
         assert built.cubin[:4] == b"\x7fELF"
