@@ -9,6 +9,7 @@
 #define GN_MMA_INSTR "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 #define GN_ACC_KIND GN_ACC_F32
 // ---- kernel ----
+#include "ptx/copy.cuh"
 #include "ptx/mma.cuh"
 
 typedef Mma<GN_ACC_KIND> MmaOp;
@@ -52,4 +53,65 @@ extern "C" __global__ void sm80_mma_bench(u32* __restrict__ out, const u32* __re
 #pragma unroll
       for (int r = 0; r < MmaOp::REGS; ++r) x ^= *(u32*)&acc[i][j][r];
   out[tid] = x;  // keeps every accumulator alive
+}
+
+// sm80_ldsm_mma_bench: sm80_mm's inner loop alone. Each of 8 warps owns a 64x64 warp tile (4 A x 8 B
+// fragments, 32 accumulators) and reloads every fragment from shared memory with ldmatrix.x4 each k-step,
+// double-buffered as in sm80_mm, with no global loads and no barriers: the in-SM ceiling of that loop.
+extern "C" __global__ void __launch_bounds__(256) sm80_ldsm_mma_bench(u32* __restrict__ out,
+                                                                     const u32* __restrict__ seed, int iters) {
+  __shared__ __align__(128) u32 tile[2][64 * 32];  // per k-step parity: 64 rows x 128 bytes (A rows 0-63, B 0-63)
+  for (int i = threadIdx.x; i < 2 * 64 * 32; i += blockDim.x) (&tile[0][0])[i] = seed[i % 64] + i;
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const u32 base = (u32)__cvta_generic_to_shared(&tile[0][0]);
+  // Swizzled addresses as in sm80_mm (row r, 16-byte chunk c -> c ^ (r % 8)).
+  const u32 a_addr = base + (lane % 16) * 128 + (((lane / 16) ^ (lane % 8)) << 4);
+  const u32 b_addr = base + (lane % 8 + (lane / 16) * 8) * 128 + ((((lane / 8) % 2) ^ (lane % 8)) << 4);
+
+  u32 af[2][4][4], bf[2][8][2];
+  typename MmaOp::Reg acc[4][8][MmaOp::REGS];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = (typename MmaOp::Reg)(i * 8 + j + r);
+
+  auto load = [&](int buf, int ks) {
+    const u32 off = (ks % 2) * 64 * 128 + (((2 * (ks % 4)) ^ 0) << 4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ldmatrix_x4(af[buf][i], a_addr + off + i * 16 * 128);
+#pragma unroll
+    for (int j = 0; j < 8; j += 2) {
+      u32 r[4];
+      ldmatrix_x4(r, b_addr + off + j * 8 * 128);
+      bf[buf][j][0] = r[0];
+      bf[buf][j][1] = r[1];
+      bf[buf][j + 1][0] = r[2];
+      bf[buf][j + 1][1] = r[3];
+    }
+  };
+  load(0, 0);
+  for (int it = 0; it < iters; it += 2) {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      load((ks + 1) % 2, it + ks + 1);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = i % 2 ? 7 - jj : jj;
+          MmaOp::run(acc[i][j], af[ks][i], bf[ks][j]);
+        }
+    }
+  }
+  u32 x = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int r = 0; r < MmaOp::REGS; ++r) x ^= *(u32*)&acc[i][j][r];
+  out[threadIdx.x + blockIdx.x * blockDim.x] = x;
 }

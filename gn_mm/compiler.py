@@ -51,7 +51,13 @@ class PtxasStats:
     spill_loads: int | None
 
     @classmethod
-    def parse(cls, log: str) -> "PtxasStats":
+    def parse(cls, log: str, function: str | None = None) -> "PtxasStats":
+        """Stats of `function` (default: the first entry function) from a `ptxas -v` log."""
+        if function is not None:
+            start = log.find(f"Compiling entry function '{function}'")
+            end = log.find("Compiling entry function", start + 1)
+            log = log[start:end if end > 0 else None] if start >= 0 else ""
+
         def grab(pattern: str) -> int | None:
             m = re.search(pattern, log)
             return int(m.group(1)) if m else None

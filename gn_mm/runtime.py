@@ -53,7 +53,7 @@ class Built:
 
     @property
     def ptxas(self) -> compiler.PtxasStats:
-        return compiler.PtxasStats.parse(self.meta.get("log", ""))
+        return compiler.PtxasStats.parse(self.meta.get("log", ""), self.meta.get("name"))
 
 
 def cache_key(source: str, arch: Arch, nvrtc: str) -> str:

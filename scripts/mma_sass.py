@@ -27,8 +27,10 @@ def main() -> int:
         text = microbench.sass(built.cubin)
         mix = dict(microbench.tensor_core_mix(text)) if text else "unknown (no disassembler)"
         ceil = microbench.mma_ceiling(v)
-        rows.append({"variant": v.name, "instr": v.instr, "tflops": ceil["tflops"], "sass_mix": mix})
-        print(f"{v.name:18} {ceil['tflops']:8.1f}  {mix}", flush=True)
+        ldsm = None if arch.cc in v.emulated_on else microbench.mma_ceiling(v, loop="ldmatrix")["tflops"]
+        rows.append({"variant": v.name, "instr": v.instr, "tflops": ceil["tflops"],
+                     "ldmatrix_loop_tflops": ldsm, "sass_mix": mix})
+        print(f"{v.name:18} {ceil['tflops']:8.1f} {ldsm or 0:8.1f}  {mix}", flush=True)
     with open(args.out + ".json", "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "arch": arch.name, "rows": rows}, f, indent=1)
     return 0
