@@ -66,8 +66,8 @@ extern "C" __global__ void __launch_bounds__(256) sm80_ldsm_mma_bench(u32* __res
   const int lane = threadIdx.x % 32;
   const u32 base = (u32)__cvta_generic_to_shared(&tile[0][0]);
   // Swizzled addresses as in sm80_mm (row r, 16-byte chunk c -> c ^ (r % 8)).
-  const u32 a_addr = base + (lane % 16) * 128 + (((lane / 16) ^ (lane % 8)) << 4);
-  const u32 b_addr = base + (lane % 8 + (lane / 16) * 8) * 128 + ((((lane / 8) % 2) ^ (lane % 8)) << 4);
+  const u32 a_row = base + (lane % 16) * 128, a_c = (lane / 16) ^ (lane % 8);
+  const u32 b_row = base + (lane % 8 + (lane / 16) * 8) * 128, b_c = ((lane / 8) % 2) ^ (lane % 8);
 
   u32 af[2][4][4], bf[2][8][2];
   typename MmaOp::Reg acc[4][8][MmaOp::REGS];
@@ -79,13 +79,14 @@ extern "C" __global__ void __launch_bounds__(256) sm80_ldsm_mma_bench(u32* __res
       for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = (typename MmaOp::Reg)(i * 8 + j + r);
 
   auto load = [&](int buf, int ks) {
-    const u32 off = (ks % 2) * 64 * 128 + (((2 * (ks % 4)) ^ 0) << 4);
+    const u32 parity = (ks % 2) * 64 * 128, k2 = 2 * ((ks / 2) % 4);  // 4 k-steps per 128-byte row
+    const u32 a_addr = a_row + parity + ((k2 ^ a_c) << 4), b_addr = b_row + parity + ((k2 ^ b_c) << 4);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ldmatrix_x4(af[buf][i], a_addr + off + i * 16 * 128);
+    for (int i = 0; i < 4; ++i) ldmatrix_x4(af[buf][i], a_addr + i * 16 * 128);
 #pragma unroll
     for (int j = 0; j < 8; j += 2) {
       u32 r[4];
-      ldmatrix_x4(r, b_addr + off + j * 8 * 128);
+      ldmatrix_x4(r, b_addr + j * 8 * 128);
       bf[buf][j][0] = r[0];
       bf[buf][j][1] = r[1];
       bf[buf][j + 1][0] = r[2];

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import re
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -64,6 +67,26 @@ class PtxasStats:
 
         return cls(grab(r"Used (\d+) registers"), grab(r"(\d+) bytes stack frame"),
                    grab(r"(\d+) bytes spill stores"), grab(r"(\d+) bytes spill loads"))
+
+    @classmethod
+    def from_cubin(cls, cubin: bytes, function: str) -> "PtxasStats":
+        """Registers and local memory read back from a cubin (cuobjdump -res-usage), for binaries whose
+        compile log is unavailable. Local memory counts as spills: the kernels keep none on purpose."""
+        from .microbench import disassembler
+
+        tool = disassembler("cuobjdump")
+        if tool is None:
+            return cls(None, None, None, None)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "k.cubin")
+            with open(path, "wb") as f:
+                f.write(cubin)
+            text = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True).stdout
+        m = re.search(rf"Function {re.escape(function)}:\s*REG:(\d+) STACK:(\d+) SHARED:\d+ LOCAL:(\d+)", text)
+        if not m:
+            return cls(None, None, None, None)
+        regs, stack, local = (int(x) for x in m.groups())
+        return cls(regs, stack, local, local)
 
     @property
     def spills(self) -> bool:

@@ -7,6 +7,7 @@ BLOCK_K is counted in bytes of K (block_k_bytes) so one config serves every elem
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from .arch import Arch
@@ -27,6 +28,15 @@ class Sm80Config:
     def name(self) -> str:
         return (f"{self.block_m}x{self.block_n}x{self.block_k_bytes}B_w{self.warp_m}x{self.warp_n}"
                 f"_s{self.stages}_g{self.group_m}")
+
+    @classmethod
+    def parse(cls, name: str) -> "Sm80Config":
+        """Inverse of .name: "128x256x64B_w2x4_s6_g8" (the _g part is optional)."""
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)B_w(\d+)x(\d+)_s(\d+)(?:_g(\d+))?", name.strip())
+        if not m:
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. 128x256x64B_w2x4_s6_g8")
+        bm, bn, bk, wm, wn, st, g = m.groups()
+        return cls(int(bm), int(bn), int(bk), int(wm), int(wn), int(st), int(g or 8))
 
     @property
     def threads(self) -> int:

@@ -50,9 +50,9 @@ def mma_ceiling(variant: Variant, device=None, iters: int = 4096, loop: str = "r
             "tflops": flops / t["median_ms"] / 1e9, **t}
 
 
-def disassembler() -> str | None:
-    """cuobjdump or nvdisasm: on PATH, in CUDA_HOME, or from the NVIDIA pip wheels."""
-    for tool in ("cuobjdump", "nvdisasm"):
+def disassembler(*tools: str) -> str | None:
+    """cuobjdump or nvdisasm: on PATH, or from the NVIDIA pip wheels (cuda.pathfinder)."""
+    for tool in tools or ("cuobjdump", "nvdisasm"):
         if shutil.which(tool):
             return shutil.which(tool)
         try:

@@ -53,7 +53,12 @@ class Built:
 
     @property
     def ptxas(self) -> compiler.PtxasStats:
-        return compiler.PtxasStats.parse(self.meta.get("log", ""), self.meta.get("name"))
+        """Registers, stack and spills: from the ptxas log, else read back from the cubin (the torch
+        front-end, and some NVRTC set-ups that serve repeated compiles from a cache, return no log)."""
+        stats = compiler.PtxasStats.parse(self.meta.get("log", ""), self.meta.get("name"))
+        if stats.registers is None:
+            stats = compiler.PtxasStats.from_cubin(self.cubin, self.meta.get("name", ""))
+        return stats
 
 
 def cache_key(source: str, arch: Arch, nvrtc: str) -> str:
@@ -85,7 +90,8 @@ def build(spec: KernelSpec, backend: str | None = None) -> Built:
     result = compiler.compile_source(source, spec.name, spec.arch, backend, lambda: _dump(source, spec, key))
     stats["compiles"] += 1
     meta = {"log": result.log, "seconds": result.seconds, "backend": backend, "nvrtc": nvrtc,
-            "arch": spec.arch.name, "name": spec.name}
+            "arch": spec.arch.name, "name": spec.name, "options": list(compiler.options(spec.arch)),
+            "cubin_bytes": len(result.cubin)}
     if use_disk:
         cache.store(key, result.cubin, meta)
     return Built(result.cubin, key, meta, False)

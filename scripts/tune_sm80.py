@@ -24,6 +24,7 @@ def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--variants", default="bf16,s8,f16acc,e4m3,s4,tf32")
     p.add_argument("--shapes", default="4096x4096x4096,8192x8192x8192,128x14336x4096")
+    p.add_argument("--configs", default="", help="comma-separated config names instead of every candidate")
     p.add_argument("--out", default="tune")
     args = p.parse_args()
     dev = torch.device("cuda")
@@ -34,7 +35,9 @@ def main() -> int:
     for nm in names:
         a, b, acc, out = VARIANT_OF[nm]
         v = variants.find(a, b, acc)
-        for cfg in config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits):
+        cands = ([config.Sm80Config.parse(c) for c in args.configs.split(",")] if args.configs else
+                 config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits))
+        for cfg in cands:
             todo.append((nm, v, out, cfg))
     with ThreadPoolExecutor(16) as pool:  # warm the disk cache in parallel
         list(pool.map(lambda t: runtime.build(sm80_mm.spec(t[1], t[2], t[3], arch)), todo))
