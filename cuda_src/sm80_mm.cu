@@ -94,55 +94,80 @@ GN_DEVICE void raster(int M, int N, int& tile_m, int& tile_n) {
   tile_n = (pid % width) / group_rows;
 }
 
-// Scales, bias and the masked store of one thread's two adjacent outputs of one fragment row.
+// Scales, bias and the masked store of two adjacent outputs of one row, for output kind OUT.
+template <int OUT>
 struct Epilogue {
   u8* C;
   const float *scale_a, *scale_b, *bias;
   int M, N, ldc, scale_a_mode, scale_b_mode, has_bias;
   bool pair_ok;  // two-column vector stores need an even row stride and a pair-aligned base (out= views)
 
-  template <int H>
-  GN_DEVICE void half(const AccReg (&d)[MmaOp::REGS], int row, int col) const {
-    typedef Store<GN_OUT_KIND> St;
+  GN_DEVICE static bool pairs_aligned(const u8* c, int ldc) {
+    return (ldc % 2) == 0 && ((u64)c % (2 * Store<OUT>::BYTES)) == 0;
+  }
+
+  // v0, v1: float, or int for integer results (kept exact for int32 outputs).
+  template <class V>
+  GN_DEVICE void store2(int row, int col, V v0, V v1) const {
+    typedef Store<OUT> St;
     if (row >= M || col >= N) return;
     const bool two = col + 1 < N;
     u8* p = C + ((i64)row * ldc + col) * St::BYTES;
-#if GN_OUT_KIND == GN_OUT_S32
-    const int v0 = d[2 * H], v1 = d[2 * H + 1];
-#else
-    float v0, v1;
-    MmaOp::pair(d, H, v0, v1);
-    if (scale_a_mode) {
-      const float s = scale_a[scale_a_mode == 2 ? row : 0];
-      v0 *= s;
-      v1 *= s;
-    }
-    if (scale_b_mode == 1) {
-      v0 *= scale_b[0];
-      v1 *= scale_b[0];
-    } else if (scale_b_mode == 2) {
-      v0 *= scale_b[col];
-      if (two) v1 *= scale_b[col + 1];
-    }
-    if (has_bias) {
-      v0 += bias[col];
-      if (two) v1 += bias[col + 1];
-    }
-#endif
-    if (two && pair_ok) {
-      St::two(p, v0, v1);
+    if constexpr (OUT == GN_OUT_S32) {
+      if (two && pair_ok) {
+        St::two(p, (int)v0, (int)v1);
+      } else {
+        St::one(p, (int)v0);
+        if (two) St::one(p + St::BYTES, (int)v1);
+      }
     } else {
-      St::one(p, v0);
-      if (two) St::one(p + St::BYTES, v1);
+      float f0 = (float)v0, f1 = (float)v1;
+      if (scale_a_mode) {
+        const float sa = scale_a[scale_a_mode == 2 ? row : 0];
+        f0 *= sa;
+        f1 *= sa;
+      }
+      if (scale_b_mode == 1) {
+        f0 *= scale_b[0];
+        f1 *= scale_b[0];
+      } else if (scale_b_mode == 2) {
+        f0 *= scale_b[col];
+        if (two) f1 *= scale_b[col + 1];
+      }
+      if (has_bias) {
+        f0 += bias[col];
+        if (two) f1 += bias[col + 1];
+      }
+      if (two && pair_ok) {
+        St::two(p, f0, f1);
+      } else {
+        St::one(p, f0);
+        if (two) St::one(p + St::BYTES, f1);
+      }
+    }
+  }
+
+  // Half H of one accumulator fragment: row g (H = 0) or g + 8 (H = 1), columns 2t and 2t + 1.
+  template <int H>
+  GN_DEVICE void half(const AccReg (&d)[MmaOp::REGS], int row, int col) const {
+    if constexpr (GN_ACC_KIND == GN_ACC_S32) {
+      store2(row, col, (int)d[2 * H], (int)d[2 * H + 1]);
+    } else {
+      float v0, v1;
+      MmaOp::pair(d, H, v0, v1);
+      store2(row, col, v0, v1);
     }
   }
 };
 
+// Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise.
+constexpr int PARTIAL_KIND = GN_ACC_KIND == GN_ACC_S32 ? GN_OUT_S32 : GN_OUT_F32;
+
 // Fragment F = (i, j) of the warp tile, then F + 1 ...: recursion instead of a loop, so every index into
 // acc is a compile-time constant (NVVM declined to unroll the equivalent loop nest for large tiles and
 // moved acc to local memory).
-template <int F>
-GN_DEVICE void store_fragments(const Epilogue& ep, const AccReg (&acc)[MI][NI][MmaOp::REGS], int row0, int col0) {
+template <int F, class Ep>
+GN_DEVICE void store_fragments(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::REGS], int row0, int col0) {
   if constexpr (F < MI * NI) {
     constexpr int i = F / NI, j = F % NI;
     ep.template half<0>(acc[i][j], row0 + i * 16, col0 + j * 8);
@@ -158,10 +183,12 @@ using namespace sm80;
 // A, B, C are byte pointers; lda and ldb are row strides in bytes, ldc in elements of C; k_bytes is K in
 // bytes. scale_a: [1] or [M] fp32, scale_b: [1] or [N] fp32 (mode 0 none, 1 per tensor, 2 per row/column);
 // bias: [N] fp32. Unused pointers may be any valid address.
+// Split-K: gridDim.y CTAs share each output tile, blockIdx.y taking an equal run of K tiles; each writes its
+// raw sums to partial[blockIdx.y] ([M, N], 4-byte values) and sm80_mm_reduce finishes the epilogue.
 extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
     const u8* __restrict__ A, const u8* __restrict__ B, u8* __restrict__ C, const float* __restrict__ scale_a,
-    const float* __restrict__ scale_b, const float* __restrict__ bias, int M, int N, int k_bytes, int lda, int ldb,
-    int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
+    const float* __restrict__ scale_b, const float* __restrict__ bias, u8* __restrict__ partial, int M, int N,
+    int k_bytes, int lda, int ldb, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
   extern __shared__ __align__(128) u8 smem[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / NUM_WARP_N, warp_n = warp % NUM_WARP_N;
@@ -181,13 +208,16 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
 #pragma unroll
       for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = 0;
 
-  const int k_tiles = (k_bytes + BLOCK_K_BYTES - 1) / BLOCK_K_BYTES;
+  const int k_tiles_total = (k_bytes + BLOCK_K_BYTES - 1) / BLOCK_K_BYTES;
+  const int per_split = (k_tiles_total + gridDim.y - 1) / gridDim.y;
+  const int kt0 = blockIdx.y * per_split;  // the host makes every split non-empty
+  const int k_tiles = gn_min(per_split, k_tiles_total - kt0);
   const TileLoader<BLOCK_M> load_a(a_tile, lda, M - m0, tid);
   const TileLoader<BLOCK_N> load_b(b_tile, ldb, N - n0, tid);
-  auto load_stage = [&](int kt) {
+  auto load_stage = [&](int kt) {  // kt counts this split's tiles
     const u32 s = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
-    load_a.load(s, kt, k_bytes);
-    load_b.load(s + A_TILE, kt, k_bytes);
+    load_a.load(s, kt0 + kt, k_bytes);
+    load_b.load(s + A_TILE, kt0 + kt, k_bytes);
   };
 
   // Prologue: fill NUM_STAGES - 1 stages. Always commit, so group counting stays uniform at the tail.
@@ -259,7 +289,48 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   // Epilogue straight from registers. Thread (g = lane / 4, t = lane % 4) holds rows g and g + 8 of each
   // fragment, columns 2t and 2t + 1.
   const int row0 = m0 + warp_m * WARP_M + lane / 4, col0 = n0 + warp_n * WARP_N + 2 * (lane % 4);
-  const Epilogue ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
-                    (ldc % 2) == 0 && ((u64)C % (2 * Store<GN_OUT_KIND>::BYTES)) == 0};
-  store_fragments<0>(ep, acc, row0, col0);
+  if (gridDim.y == 1) {
+    const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
+                                   Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
+    store_fragments<0>(ep, acc, row0, col0);
+  } else {
+    u8* part = partial + (i64)blockIdx.y * M * N * 4;
+    const Epilogue<PARTIAL_KIND> ep{part, scale_a, scale_b, bias, M, N, N, 0, 0, 0,
+                                    Epilogue<PARTIAL_KIND>::pairs_aligned(part, N)};
+    store_fragments<0>(ep, acc, row0, col0);
+  }
+}
+
+// Sums the split-K partials of two adjacent outputs per thread, in split order (deterministic), and applies
+// the epilogue. Integer sums are taken in 64 bits and saturated to int32, as .satfinite would.
+extern "C" __global__ void __launch_bounds__(256) sm80_mm_reduce(
+    const u8* __restrict__ partial, u8* __restrict__ C, const float* __restrict__ scale_a,
+    const float* __restrict__ scale_b, const float* __restrict__ bias, int M, int N, int ldc, int splits,
+    int scale_a_mode, int scale_b_mode, int has_bias) {
+  const int pairs = (N + 1) / 2;
+  const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+  const int row = (int)(idx / pairs), col = 2 * (int)(idx % pairs);
+  if (row >= M) return;
+  const bool two = col + 1 < N;
+  const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
+                                 Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
+  const i64 plane = (i64)M * N, at = (i64)row * N + col;
+  if constexpr (GN_ACC_KIND == GN_ACC_S32) {
+    const int* p = (const int*)partial;
+    i64 s0 = 0, s1 = 0;
+    for (int s = 0; s < splits; ++s) {
+      s0 += p[s * plane + at];
+      if (two) s1 += p[s * plane + at + 1];
+    }
+    const i64 lo = -2147483648LL, hi = 2147483647LL;
+    ep.store2(row, col, (int)gn_min(gn_max(s0, lo), hi), (int)gn_min(gn_max(s1, lo), hi));
+  } else {
+    const float* p = (const float*)partial;
+    float s0 = 0.f, s1 = 0.f;
+    for (int s = 0; s < splits; ++s) {
+      s0 += p[s * plane + at];
+      if (two) s1 += p[s * plane + at + 1];
+    }
+    ep.store2(row, col, s0, s1);
+  }
 }

@@ -6,7 +6,7 @@ import torch
 
 from . import runtime, sm80_mm
 from .arch import Arch
-from .config import SM80_CONFIGS, Sm80Config, choose_sm80
+from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
@@ -19,7 +19,7 @@ _CONFIG_BY_NAME = {c.name: c for c in SM80_CONFIGS}
 def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = None,
        scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
        bias: torch.Tensor | None = None, config: Sm80Config | str | None = None,
-       out: torch.Tensor | None = None) -> torch.Tensor:
+       splits: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """C = A @ B on the tensor cores, with `torch.mm` semantics: a [M, K], b [K, N] -> [M, N].
 
     Inputs (a and b may differ only in fp8 flavour or integer signedness):
@@ -32,6 +32,8 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
       B ([N]); out = (A @ B) * scale_a * scale_b + bias, computed in fp32.
     bias: [N], any float output.
     config: a gn_mm.Sm80Config or its name, to override the heuristic.
+    splits: K splits (split-K) to override the heuristic, which splits only when the output tiles cannot
+      fill the GPU; never with f16 accumulation.
     out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
 
     Fast path: both operands K-contiguous (b passed as w.t() of an [N, K] weight). Other layouts are copied
@@ -73,9 +75,12 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     props = torch.cuda.get_device_properties(device)
     smem_limit = getattr(props, "shared_memory_per_block_optin", arch.smem_per_block())
     cfg = _config(config, m, n, k, arch, props.multi_processor_count, smem_limit, variant)
-    kern = runtime.kernel(sm80_mm.spec(variant, out_name, cfg, arch), device)
-    sm80_mm.launch(kern, cfg, a_store, b_store, c, m=m, n=n, k_bytes=k * ea.bits // 8, lda_bytes=lda,
-                   ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    k_bytes = k * ea.bits // 8
+    splits = choose_splits(m, n, k_bytes, cfg, props.multi_processor_count, variant.acc) if splits is None else splits
+    sm80_mm.launch(sm80_mm.spec(variant, out_name, cfg, arch), device, cfg, a_store, b_store, c,
+                   acc=variant.acc, m=m, n=n,
+                   k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, splits=_check_splits(splits, k_bytes, cfg, variant),
+                   scale_a=scale_a, scale_b=scale_b, bias=bias)
     return c
 
 
@@ -207,6 +212,16 @@ def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
     buf = torch.empty((r, -(-k // per16) * per16), dtype=rows.dtype, device=rows.device)
     buf[:, :k].copy_(rows)
     return buf[:, :k]
+
+
+def _check_splits(splits, k_bytes: int, cfg: Sm80Config, variant: Variant) -> int:
+    k_tiles = -(-k_bytes // cfg.block_k_bytes)
+    if not isinstance(splits, int) or splits < 1:
+        raise UnsupportedError(f"splits: expected a positive int, got {splits!r}")
+    if splits > 1 and variant.acc == "f16":
+        raise UnsupportedError("splits: f16 accumulation cannot be split (its rounding is the point)")
+    per = -(-k_tiles // splits)
+    return -(-k_tiles // per)  # the kernel's split count: none of the splits is empty
 
 
 def _config(config, m, n, k, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:

@@ -78,6 +78,8 @@ C = Sm80Config
 # the H100 sweep in benchmarks/results/sm80_tune_h100.json (scripts/tune_sm80.py): 64-byte K tiles with
 # deeper pipelines beat 128-byte ones, and 64x128 warp tiles (f16 accumulators only) beat 64x64.
 SM80_CONFIGS = (
+    C(256, 256, 64, 4, 2, 6),   # 64x128 warp tiles: f16 accumulators only
+    C(256, 256, 64, 4, 2, 4),   # the same for GPUs with less shared memory (sm_80)
     C(128, 256, 64, 2, 2, 4),   # 64x128 warp tiles: f16 accumulators only
     C(128, 256, 64, 2, 4, 6),
     C(128, 256, 128, 2, 4, 4),
@@ -135,3 +137,26 @@ def choose_sm80(m: int, n: int, k: int, arch: Arch, sm_count: int, smem_limit: i
     # Few tiles at any size: the smallest tile that covers M without waste spreads work the widest.
     small = [c for c in fits if c.block_m <= max(16, m)] or fits
     return max(small, key=lambda c: (min(tiles(c), sm_count) * c.block_m * c.block_n, -c.stages))
+
+
+def choose_splits(m: int, n: int, k_bytes: int, config: Sm80Config, sm_count: int, acc: str) -> int:
+    """K splits for problems with too few output tiles to fill the GPU (decode and small-batch shapes).
+
+    Minimises waves x (K tiles per split + a fixed per-CTA cost of prologue, epilogue and partials), so a
+    split is taken only when it fills idle SMs. f16 accumulation is never split: its rounding is part of
+    the requested arithmetic."""
+    if acc == "f16":
+        return 1
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    k_tiles = -(-k_bytes // config.block_k_bytes)
+    per_sm = max(1, min(4, (228 * 1024) // (config.smem_bytes + 1024), 65536 // (config.threads * 168)))
+    slots = sm_count * per_sm
+    best, best_cost = 1, None
+    for s in range(1, min(32, k_tiles) + 1):
+        per = -(-k_tiles // s)
+        if (s - 1) * per >= k_tiles:  # an empty split
+            continue
+        cost = -(-tiles * s // slots) * (per + config.stages + 4)
+        if best_cost is None or cost < best_cost:
+            best, best_cost = s, cost
+    return best

@@ -97,25 +97,32 @@ def build(spec: KernelSpec, backend: str | None = None) -> Built:
     return Built(result.cubin, key, meta, False)
 
 
-def kernel(spec: KernelSpec, device: torch.device):
-    """A launchable kernel for `spec` on `device` (torch's _CudaKernel, dynamic smem configured)."""
+def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
+    """A launchable kernel (torch's _CudaKernel) for `spec` on `device`: its main function, or another
+    `function` of the same module. The main function gets its dynamic shared memory configured."""
     index = device.index if device.index is not None else torch.cuda.current_device()
-    handle = _loaded.get((spec, index))
+    key = (spec, index, function)
+    handle = _loaded.get(key)
     if handle is not None:
         stats["memory_hits"] += 1
         return handle
     with _lock:
-        handle = _loaded.get((spec, index))
+        handle = _loaded.get(key)
         if handle is None:
-            from torch.cuda._utils import _cuda_load_module
+            module = _loaded.get((spec, index, "<module>"))
+            if module is None:
+                from torch.cuda._utils import _cuda_load_module
 
-            built = build(spec)
+                built = build(spec)
+                with torch.cuda.device(index):
+                    module = _cuda_load_module(built.cubin)
+                stats["loads"] += 1
+                _loaded[(spec, index, "<module>")] = module
             with torch.cuda.device(index):
-                handle = _cuda_load_module(built.cubin, [spec.name])[spec.name]
-                if spec.smem_bytes:
+                handle = getattr(module, function or spec.name)
+                if function is None and spec.smem_bytes:
                     handle.set_shared_memory_config(spec.smem_bytes)
-            stats["loads"] += 1
-            _loaded[(spec, index)] = handle
+            _loaded[key] = handle
     return handle
 
 

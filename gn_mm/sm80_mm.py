@@ -7,6 +7,7 @@ import torch
 from .arch import Arch
 from .config import Sm80Config
 from .dtypes import BY_NAME
+from . import runtime
 from .runtime import KernelSpec
 from .variants import Variant
 
@@ -31,19 +32,31 @@ def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSp
     return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
 
 
-def launch(kernel, config: Sm80Config, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int,
-           k_bytes: int, lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None,
-           scale_b: torch.Tensor | None, bias: torch.Tensor | None) -> None:
-    """a: A's storage, b: B's [N, K] storage (K-major), c: contiguous [M, N] output."""
+def launch(spec_: KernelSpec, device, config: Sm80Config, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *,
+           acc: str, m: int, n: int, k_bytes: int, lda_bytes: int, ldb_bytes: int, splits: int = 1,
+           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
+           bias: torch.Tensor | None = None) -> None:
+    """a: A's storage, b: B's [N, K] storage (K-major), c: the [M, N] output (rows contiguous).
+    splits > 1 splits K across CTAs into a [splits, M, N] fp32/int32 workspace, then reduces."""
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
     dummy = c  # never dereferenced when its mode/flag is 0
 
     def mode(s: torch.Tensor | None) -> int:
         return 0 if s is None else (1 if s.numel() == 1 else 2)
 
-    kernel(
-        grid=(tiles, 1, 1), block=(config.threads, 1, 1), shared_mem=config.smem_bytes,
-        args=[a, b, c, scale_a if scale_a is not None else dummy, scale_b if scale_b is not None else dummy,
-              bias if bias is not None else dummy, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0),
-              mode(scale_a), mode(scale_b), int(bias is not None)],
-    )
+    sa = scale_a if scale_a is not None else dummy
+    sb = scale_b if scale_b is not None else dummy
+    bi = bias if bias is not None else dummy
+    flags = [mode(scale_a), mode(scale_b), int(bias is not None)]
+    partial = dummy
+    if splits > 1:
+        dtype = torch.int32 if acc == "s32" else torch.float32  # raw accumulator sums
+        partial = torch.empty((splits, m, n), dtype=dtype, device=c.device)
+    runtime.kernel(spec_, device)(
+        grid=(tiles, splits, 1), block=(config.threads, 1, 1), shared_mem=config.smem_bytes,
+        args=[a, b, c, sa, sb, bi, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags])
+    if splits > 1:
+        pairs = m * -(-n // 2)
+        runtime.kernel(spec_, device, "sm80_mm_reduce")(
+            grid=(-(-pairs // 256), 1, 1), block=(256, 1, 1),
+            args=[partial, c, sa, sb, bi, m, n, c.stride(0), splits, *flags])

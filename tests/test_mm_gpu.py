@@ -233,3 +233,54 @@ def test_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     _check(c, a.double() @ w.double().t(), "bf16")
+
+
+SPLIT = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f32", "f32"), ("s8", "u8", "s32", "s32"),
+         ("s8", "s8", "s32", "bf16"), ("e4m3", "e5m2", "f32", "f16"), ("tf32", "tf32", "f32", "f32"),
+         ("s4", "u4", "s32", "s32")]
+
+
+@pytest.mark.parametrize("combo", SPLIT, ids=["{}x{}->{}->{}".format(*c) for c in SPLIT])
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("shape", [(7, 130, 2000), (129, 33, 4100), (16, 520, 1024)])
+def test_split_k_matches_reference(combo, splits, shape):
+    a_t, b_t, acc, out = combo
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    kw, ref = {}, a64 @ w64.t()
+    if a_t in ("s8", "e4m3") and out != "s32":
+        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01
+        bias = torch.randn(n, device=dev)
+        kw.update(scale_a=sa, scale_b=sb, bias=bias)
+        ref = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, splits=splits, **kw)
+    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0))
+
+
+def test_split_k_saturates_like_one_pass():
+    dev = torch.device("cuda")
+    a = torch.full((16, 135_168), 127, dtype=torch.int8, device=dev)
+    for splits in (1, 2, 5):
+        assert int(gn_mm.mm(a, a.t(), splits=splits).min()) == 2**31 - 1
+
+
+def test_decode_shapes_use_split_k_and_stay_correct():
+    from gn_mm import config
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    m, n, k = 16, 4096, 4096
+    cfg = config.choose_sm80(m, n, k, gn_mm.arch.Arch.of_device(dev), props.multi_processor_count)
+    assert config.choose_splits(m, n, 2 * k, cfg, props.multi_processor_count, "f32") > 1
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
+
+
+def test_f16_accumulation_refuses_split_k():
+    a = torch.randn(16, 64, device="cuda", dtype=torch.float16)
+    with pytest.raises(gn_mm.UnsupportedError, match="splits: f16 accumulation cannot be split"):
+        gn_mm.mm(a, a.t(), acc_dtype=torch.float16, splits=2)
