@@ -84,6 +84,26 @@ struct TileLoader {
   }
 };
 
+// A and B fragments of k-step ks of one stage. Row r's chunk c sits at chunk c ^ swizzle(r); rows 16 apart
+// share a swizzle, so the lane's own (chunk ^ swizzle) = c is fixed and chunk 2 ks + c' maps to (2 ks) ^ c.
+GN_DEVICE void load_frag_a(u32 (&af)[MI][4], u32 stage, int ks, int a_row, int a_c) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+    ldmatrix_x4(af[i], stage + (a_row + i * 16) * BLOCK_K_BYTES + (((2 * ks) ^ a_c) << 4));
+}
+
+GN_DEVICE void load_frag_b(u32 (&bf)[NI][2], u32 stage, int ks, int b_row, int b_c) {
+#pragma unroll
+  for (int j = 0; j < NI; j += 2) {
+    u32 r[4];
+    ldmatrix_x4(r, stage + A_TILE + (b_row + j * 8) * BLOCK_K_BYTES + (((2 * ks) ^ b_c) << 4));
+    bf[j][0] = r[0];
+    bf[j][1] = r[1];
+    bf[j + 1][0] = r[2];
+    bf[j + 1][1] = r[3];
+  }
+}
+
 // Which (tile_m, tile_n) this CTA owns: GROUP_M row-tiles sweep the columns together for L2 reuse.
 GN_DEVICE void raster(int M, int N, int& tile_m, int& tile_n) {
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
@@ -185,7 +205,7 @@ using namespace sm80;
 // bias: [N] fp32. Unused pointers may be any valid address.
 // Split-K: gridDim.y CTAs share each output tile, blockIdx.y taking an equal run of K tiles; each writes its
 // raw sums to partial[blockIdx.y] ([M, N], 4-byte values) and sm80_mm_reduce finishes the epilogue.
-extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm80_mm(
     const u8* __restrict__ A, const u8* __restrict__ B, u8* __restrict__ C, const float* __restrict__ scale_a,
     const float* __restrict__ scale_b, const float* __restrict__ bias, u8* __restrict__ partial, int M, int N,
     int k_bytes, int lda, int ldb, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
@@ -214,41 +234,26 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   const int k_tiles = gn_min(per_split, k_tiles_total - kt0);
   const TileLoader<BLOCK_M> load_a(a_tile, lda, M - m0, tid);
   const TileLoader<BLOCK_N> load_b(b_tile, ldb, N - n0, tid);
-  auto load_stage = [&](int kt) {  // kt counts this split's tiles
-    const u32 s = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
-    load_a.load(s, kt0 + kt, k_bytes);
-    load_b.load(s + A_TILE, kt0 + kt, k_bytes);
-  };
+  // Tile kt of this split (slot kt % NUM_STAGES). A macro, not a lambda: a by-reference capture of the
+  // loaders can leave them in local memory on small tiles.
+#define GN_LOAD_STAGE(kt)                                              \
+  do {                                                                 \
+    const u32 s_ = smem0 + ((kt) % NUM_STAGES) * STAGE_BYTES;          \
+    load_a.load(s_, kt0 + (kt), k_bytes);                              \
+    load_b.load(s_ + A_TILE, kt0 + (kt), k_bytes);                     \
+  } while (0)
 
   // Prologue: fill NUM_STAGES - 1 stages. Always commit, so group counting stays uniform at the tail.
 #pragma unroll
   for (int s = 0; s < NUM_STAGES - 1; ++s) {
-    if (s < k_tiles) load_stage(s);
+    if (s < k_tiles) GN_LOAD_STAGE(s);
     cp_async_commit();
   }
 
   // ldmatrix addresses. A: lanes 0-15 give rows, lanes 16-31 the same rows' next 16-byte chunk.
   // B: lanes pick (n 0-7 | 8-15) x (chunk 0 | 1) in the order b0, b1 of fragment j, then of j + 1.
-  // Rows 16 apart share a swizzle, so only the k-step's chunk varies: chunk ^ swizzle = (2 ks) ^ c.
   const int a_row = warp_m * WARP_M + lane % 16, b_row = warp_n * WARP_N + lane % 8 + (lane / 16) * 8;
   const int a_c = (lane / 16) ^ swizzle(a_row), b_c = ((lane / 8) % 2) ^ swizzle(b_row);
-  auto frag_a = [&](u32 (&af)[MI][4], u32 stage, int ks) {
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-      ldmatrix_x4(af[i], stage + (a_row + i * 16) * BLOCK_K_BYTES + (((2 * ks) ^ a_c) << 4));
-  };
-  auto frag_b = [&](u32 (&bf)[NI][2], u32 stage, int ks) {
-#pragma unroll
-    for (int j = 0; j < NI; j += 2) {
-      u32 r[4];
-      ldmatrix_x4(r, stage + A_TILE + (b_row + j * 8) * BLOCK_K_BYTES + (((2 * ks) ^ b_c) << 4));
-      bf[j][0] = r[0];
-      bf[j][1] = r[1];
-      bf[j + 1][0] = r[2];
-      bf[j + 1][1] = r[3];
-    }
-  };
-
   // Software pipeline: fragments of k-step ks + 1 are loaded before the MMAs of ks; on the last k-step
   // of a tile the next tile is waited for first. One barrier per tile: after it, every warp has read the
   // tile two behind, so its slot takes the next global load.
@@ -256,14 +261,14 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
   cp_async_wait<NUM_STAGES - 2>();
   __syncthreads();
   u32 stage = smem0;
-  frag_a(af[0], stage, 0);
-  frag_b(bf[0], stage, 0);
+  load_frag_a(af[0], stage, 0, a_row, a_c);
+  load_frag_b(bf[0], stage, 0, b_row, b_c);
 
   for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
       if (ks == 0) {
-        if (kt + NUM_STAGES - 1 < k_tiles) load_stage(kt + NUM_STAGES - 1);
+        if (kt + NUM_STAGES - 1 < k_tiles) GN_LOAD_STAGE(kt + NUM_STAGES - 1);
         cp_async_commit();
       }
       if (ks == KSTEPS - 1) {
@@ -272,8 +277,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_mm(
         stage = smem0 + ((kt + 1) % NUM_STAGES) * STAGE_BYTES;
       }
       const int next = (ks + 1) % KSTEPS;  // on the last k-step: k-step 0 of the next tile
-      frag_a(af[(ks + 1) % 2], stage, next);
-      frag_b(bf[(ks + 1) % 2], stage, next);
+      load_frag_a(af[(ks + 1) % 2], stage, next, a_row, a_c);
+      load_frag_b(bf[(ks + 1) % 2], stage, next, b_row, b_c);
       // Serpentine order: consecutive MMAs share an A fragment along a row and a B fragment at each turn.
 #pragma unroll
       for (int i = 0; i < MI; ++i)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
 import torch
 
-from . import runtime, sm80_mm
+from . import sm80_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
@@ -59,10 +62,9 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     bias = _bias(bias, n, out_name)
 
     device = _check_devices(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out=out)
-    arch = Arch.of_device(device)
-    if arch.cc < variant.min_arch:
-        raise ArchError(f"a, b: {variant.name} needs sm_{variant.min_arch} or newer; "
-                        f"{torch.cuda.get_device_name(device)} is {arch.name}")
+    gpu = _gpu(device.index if device.index is not None else torch.cuda.current_device())
+    if gpu.arch.cc < variant.min_arch:
+        raise ArchError(f"a, b: {variant.name} needs sm_{variant.min_arch} or newer; {gpu.name} is {gpu.arch.name}")
 
     c = _output(out, m, n, OUT_DTYPES[out_name], device)
     if m == 0 or n == 0:
@@ -72,16 +74,38 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
 
     a_store, lda = _k_major(a, "a", ea, transposed=False)
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
-    props = torch.cuda.get_device_properties(device)
-    smem_limit = getattr(props, "shared_memory_per_block_optin", arch.smem_per_block())
-    cfg = _config(config, m, n, k, arch, props.multi_processor_count, smem_limit, variant)
     k_bytes = k * ea.bits // 8
-    splits = choose_splits(m, n, k_bytes, cfg, props.multi_processor_count, variant.acc) if splits is None else splits
-    sm80_mm.launch(sm80_mm.spec(variant, out_name, cfg, arch), device, cfg, a_store, b_store, c,
-                   acc=variant.acc, m=m, n=n,
-                   k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, splits=_check_splits(splits, k_bytes, cfg, variant),
+    plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
+    sm80_mm.launch(plan, a_store, b_store, c, m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb,
                    scale_a=scale_a, scale_b=scale_b, bias=bias)
     return c
+
+
+@dataclass(frozen=True)
+class _Gpu:
+    index: int
+    name: str
+    arch: Arch
+    sm_count: int
+    smem_limit: int
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu(index: int) -> _Gpu:
+    props = torch.cuda.get_device_properties(index)
+    arch = Arch.of_device(index)
+    return _Gpu(index, props.name, arch, props.multi_processor_count,
+                getattr(props, "shared_memory_per_block_optin", arch.smem_per_block()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits) -> sm80_mm.Plan:
+    """Config, split count and loaded kernels for one problem signature (cached: the hot path is a lookup)."""
+    cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
+    if splits is None:
+        splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
+    splits = _check_splits(splits, k_bytes, cfg, variant)
+    return sm80_mm.Plan.make(variant, out, cfg, splits, gpu.arch, torch.device("cuda", gpu.index))
 
 
 def _elem(x, name: str) -> Elem:
@@ -224,9 +248,9 @@ def _check_splits(splits, k_bytes: int, cfg: Sm80Config, variant: Variant) -> in
     return -(-k_tiles // per)  # the kernel's split count: none of the splits is empty
 
 
-def _config(config, m, n, k, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
+def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
     if config is None:
-        return choose_sm80(m, n, k, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc_bits)
+        return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc_bits)
     if isinstance(config, str):
         if config not in _CONFIG_BY_NAME:
             raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(_CONFIG_BY_NAME)}")

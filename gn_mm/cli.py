@@ -35,7 +35,7 @@ def compile_jobs(archs, variant_filter=None, all_configs=False, all_outs=True):
                 continue
             emulated = arch.cc in v.emulated_on
             configs = (sm80_candidates(arch, emulated=emulated, acc_bits=v.acc_bits) if all_configs
-                       else [choose_sm80(8192, 8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
+                       else [choose_sm80(8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
             for cfg in configs:
                 for out in (v.outs if all_outs else v.outs[:1]):
                     jobs.append((v, out, cfg, arch))

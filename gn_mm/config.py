@@ -121,7 +121,7 @@ def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = 
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_sm80(m: int, n: int, k: int, arch: Arch, sm_count: int, smem_limit: int | None = None,
+def choose_sm80(m: int, n: int, arch: Arch, sm_count: int, smem_limit: int | None = None,
                 emulated: bool = False, acc_bits: int = 32) -> Sm80Config:
     """Largest tile that still gives every SM work; smaller tiles when M or N is small."""
     fits = sm80_candidates(arch, smem_limit, emulated, acc_bits)
@@ -149,14 +149,17 @@ def choose_splits(m: int, n: int, k_bytes: int, config: Sm80Config, sm_count: in
         return 1
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
     k_tiles = -(-k_bytes // config.block_k_bytes)
+    if tiles >= sm_count or k_tiles < 16:
+        return 1
     per_sm = max(1, min(4, (228 * 1024) // (config.smem_bytes + 1024), 65536 // (config.threads * 168)))
     slots = sm_count * per_sm
     best, best_cost = 1, None
-    for s in range(1, min(32, k_tiles) + 1):
+    for s in range(1, min(32, k_tiles // 4) + 1):
         per = -(-k_tiles // s)
         if (s - 1) * per >= k_tiles:  # an empty split
             continue
-        cost = -(-tiles * s // slots) * (per + config.stages + 4)
+        # Per CTA: its K tiles plus pipeline fill and epilogue; splitting adds the reduce launch.
+        cost = -(-tiles * s // slots) * (per + config.stages + 4) + (8 if s > 1 else 0)
         if best_cost is None or cost < best_cost:
             best, best_cost = s, cost
     return best

@@ -43,7 +43,7 @@ def mma_ceiling(variant: Variant, device=None, iters: int = 4096, loop: str = "r
     blocks = torch.cuda.get_device_properties(device).multi_processor_count * per_sm
     seed = torch.randint(0, 2**31 - 1, (64,), dtype=torch.int32, device=device)
     out = torch.empty(blocks * threads, dtype=torch.int32, device=device)
-    t = bench(lambda i: kern(grid=(blocks, 1, 1), block=(threads, 1, 1), args=[out, seed, iters]), reps=20)
+    t = bench(lambda i: runtime.launch(kern, (blocks, 1, 1), (threads, 1, 1), [out, seed, iters]), reps=20)
     k = int(_K_OF_SHAPE.search(variant.shape).group(1))
     flops = 2 * 16 * 8 * k * mmas * iters * (blocks * threads // 32)
     return {"variant": variant.name, "instr": variant.instr, "loop": loop,

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import threading
@@ -124,6 +125,26 @@ def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
                     handle.set_shared_memory_config(spec.smem_bytes)
             _loaded[key] = handle
     return handle
+
+
+_libcuda = None
+
+
+def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
+    """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
+    pointers, ints as 32-bit ints. Leaner than torch's launcher, which reopens libcuda on every call."""
+    global _libcuda
+    if _libcuda is None:
+        from torch.cuda._utils import _get_gpu_runtime_library
+
+        _libcuda = _get_gpu_runtime_library()
+    values = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int(a) for a in args]
+    params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    err = _libcuda.cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                  shared_mem, stream, params, None)
+    if err:
+        raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
 
 def clear_memory_cache() -> None:

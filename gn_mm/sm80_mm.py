@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .arch import Arch
@@ -32,13 +34,30 @@ def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSp
     return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
 
 
-def launch(spec_: KernelSpec, device, config: Sm80Config, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *,
-           acc: str, m: int, n: int, k_bytes: int, lda_bytes: int, ldb_bytes: int, splits: int = 1,
-           scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
-           bias: torch.Tensor | None = None) -> None:
+@dataclass(frozen=True)
+class Plan:
+    """Everything about one call that depends only on the problem's signature, computed once."""
+
+    config: Sm80Config
+    splits: int
+    acc: str
+    main: object    # loaded sm80_mm
+    reduce: object  # loaded sm80_mm_reduce (split-K only)
+
+    @classmethod
+    def make(cls, variant: Variant, out: str, config: Sm80Config, splits: int, arch: Arch, device) -> "Plan":
+        s = spec(variant, out, config, arch)
+        reduce = runtime.kernel(s, device, "sm80_mm_reduce") if splits > 1 else None
+        return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce)
+
+
+def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
+           lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None = None,
+           scale_b: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> None:
     """a: A's storage, b: B's [N, K] storage (K-major), c: the [M, N] output (rows contiguous).
-    splits > 1 splits K across CTAs into a [splits, M, N] fp32/int32 workspace, then reduces."""
-    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace, then reduced."""
+    cfg, splits = plan.config, plan.splits
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     dummy = c  # never dereferenced when its mode/flag is 0
 
     def mode(s: torch.Tensor | None) -> int:
@@ -50,13 +69,12 @@ def launch(spec_: KernelSpec, device, config: Sm80Config, a: torch.Tensor, b: to
     flags = [mode(scale_a), mode(scale_b), int(bias is not None)]
     partial = dummy
     if splits > 1:
-        dtype = torch.int32 if acc == "s32" else torch.float32  # raw accumulator sums
+        dtype = torch.int32 if plan.acc == "s32" else torch.float32  # raw accumulator sums
         partial = torch.empty((splits, m, n), dtype=dtype, device=c.device)
-    runtime.kernel(spec_, device)(
-        grid=(tiles, splits, 1), block=(config.threads, 1, 1), shared_mem=config.smem_bytes,
-        args=[a, b, c, sa, sb, bi, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags])
+    runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
+                   [a, b, c, sa, sb, bi, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
+                   cfg.smem_bytes)
     if splits > 1:
         pairs = m * -(-n // 2)
-        runtime.kernel(spec_, device, "sm80_mm_reduce")(
-            grid=(-(-pairs // 256), 1, 1), block=(256, 1, 1),
-            args=[partial, c, sa, sb, bi, m, n, c.stride(0), splits, *flags])
+        runtime.launch(plan.reduce, (-(-pairs // 256), 1, 1), (256, 1, 1),
+                       [partial, c, sa, sb, bi, m, n, c.stride(0), splits, *flags])

@@ -42,15 +42,15 @@ def test_heuristic_picks_legal_configs():
         for m, n, k in [(1, 4096, 4096), (16, 14336, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (7, 7, 7)]:
             for emulated in (False, True):
                 for acc_bits in (16, 32):
-                    c = config.choose_sm80(m, n, k, arch, 132, emulated=emulated, acc_bits=acc_bits)
+                    c = config.choose_sm80(m, n, arch, 132, emulated=emulated, acc_bits=acc_bits)
                     c.check(arch)
                     assert c.warp_tile <= config.max_warp_tile(acc_bits, emulated)
 
 
 def test_split_heuristic():
-    big = config.choose_sm80(4096, 4096, 4096, Arch(90), 132)
+    big = config.choose_sm80(4096, 4096, Arch(90), 132)
     assert config.choose_splits(4096, 4096, 8192, big, 132, "f32") == 1  # enough tiles already
-    small = config.choose_sm80(16, 4096, 4096, Arch(90), 132)
+    small = config.choose_sm80(16, 4096, Arch(90), 132)
     s = config.choose_splits(16, 4096, 8192, small, 132, "f32")
     assert s > 1
     k_tiles = -(-8192 // small.block_k_bytes)
