@@ -181,6 +181,10 @@ struct Epilogue {
 };
 
 // Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise.
+// Launch-bounds hint: for small CTAs, saying one CTA per SM suffices stops ptxas from squeezing registers
+// (it spilled 4-12 bytes of 4-warp tiles otherwise); large CTAs compile best without a hint.
+constexpr int MIN_BLOCKS = NUM_THREADS <= 128 ? 1 : 0;
+
 constexpr int PARTIAL_KIND = GN_ACC_KIND == GN_ACC_S32 ? GN_OUT_S32 : GN_OUT_F32;
 
 // Fragment F = (i, j) of the warp tile, then F + 1 ...: recursion instead of a loop, so every index into
@@ -205,7 +209,7 @@ using namespace sm80;
 // bias: [N] fp32. Unused pointers may be any valid address.
 // Split-K: gridDim.y CTAs share each output tile, blockIdx.y taking an equal run of K tiles; each writes its
 // raw sums to partial[blockIdx.y] ([M, N], 4-byte values) and sm80_mm_reduce finishes the epilogue.
-extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm80_mm(
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
     const u8* __restrict__ A, const u8* __restrict__ B, u8* __restrict__ C, const float* __restrict__ scale_a,
     const float* __restrict__ scale_b, const float* __restrict__ bias, u8* __restrict__ partial, int M, int N,
     int k_bytes, int lda, int ldb, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {

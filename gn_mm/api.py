@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import sm80_mm
+from . import runtime, sm80_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
@@ -106,6 +106,9 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
     splits = _check_splits(splits, k_bytes, cfg, variant)
     return sm80_mm.Plan.make(variant, out, cfg, splits, gpu.arch, torch.device("cuda", gpu.index))
+
+
+runtime.on_clear.append(_plan.cache_clear)
 
 
 def _elem(x, name: str) -> Elem:

@@ -147,6 +147,12 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -
         raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
 
+# Caches elsewhere that hold loaded kernels (the API's launch plans) register their clear() here.
+on_clear: list = []
+
+
 def clear_memory_cache() -> None:
     """Forget loaded kernels (the next call reloads from disk or recompiles)."""
     _loaded.clear()
+    for clear in on_clear:
+        clear()

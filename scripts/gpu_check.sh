@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [tune] [bench] [sanity]     (default: tests bench)
+#   bash scripts/gpu_check.sh [tests] [bench] [sanitize] [tune] [sanity]     (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -27,6 +27,11 @@ for step in $steps; do
       python3 scripts/tune_sm80.py --out "$OUT/tune" 2>&1 | tail -80 || status=1 ;;
     bench)
       python3 scripts/bench.py --out "$OUT/bench" 2>&1 | tail -60 || status=1 ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py 2>&1 \
+          | tee "$OUT/sanitize_$tool.log" | tail -4 || status=1
+      done ;;
     sanity)
       python3 scripts/mma_sass.py --out "$OUT/mma_sass" 2>&1 | tail -40 || status=1 ;;
   esac

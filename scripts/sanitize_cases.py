@@ -1,0 +1,33 @@
+"""A small, ragged case of every variant family (split-K included), for compute-sanitizer:
+
+    compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
+    compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
+"""
+
+import torch
+
+import gn_mm
+from gn_mm import variants
+
+dev = torch.device("cuda")
+done = set()
+for v in variants.MMA_SYNC:
+    if (v.a, v.acc) in done:
+        continue
+    done.add((v.a, v.acc))
+    m, n, k = 33, 47, 300
+    if v.a in ("s4", "u4"):
+        a = gn_mm.pack_int4(torch.randint(0, 8, (m, 320), device=dev))
+        w = gn_mm.pack_int4(torch.randint(0, 8, (n, 320), device=dev))
+    else:
+        dtype = {"bf16": torch.bfloat16, "f16": torch.float16, "tf32": torch.float32, "e4m3": torch.float8_e4m3fn,
+                 "e5m2": torch.float8_e5m2, "s8": torch.int8, "u8": torch.uint8}[v.a]
+        per16 = 16 // torch.empty(0, dtype=dtype).element_size()
+        kp = -(-k // per16) * per16
+        a = torch.randn(m, kp, device=dev).clamp(-3, 3).to(dtype)[:, :k]
+        w = torch.randn(n, kp, device=dev).clamp(-3, 3).to(dtype)[:, :k]
+    acc = {"f32": torch.float32, "f16": torch.float16, "s32": torch.int32}[v.acc]
+    for splits in (1, 3) if v.acc != "f16" else (1,):
+        gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits)
+torch.cuda.synchronize()
+print(f"ran {len(done)} variant families")
