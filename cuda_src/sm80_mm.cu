@@ -17,6 +17,7 @@
 constexpr int ELEM_BITS = 16;
 constexpr int BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, BLOCK_K_BYTES = 128;
 constexpr int NUM_WARP_M = 2, NUM_WARP_N = 2, NUM_STAGES = 4, GROUP_M = 8;
+constexpr int MIN_BLOCKS = 1;  // __launch_bounds__ hint (0: none); see gn_mm/sm80_mm.py
 // ---- kernel ----
 #include "ptx/copy.cuh"
 #include "ptx/mma.cuh"
@@ -181,10 +182,6 @@ struct Epilogue {
 };
 
 // Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise.
-// Launch-bounds hint: for small CTAs, saying one CTA per SM suffices stops ptxas from squeezing registers
-// (it spilled 4-12 bytes of 4-warp tiles otherwise); large CTAs compile best without a hint.
-constexpr int MIN_BLOCKS = NUM_THREADS <= 128 ? 1 : 0;
-
 constexpr int PARTIAL_KIND = GN_ACC_KIND == GN_ACC_S32 ? GN_OUT_S32 : GN_OUT_F32;
 
 // Fragment F = (i, j) of the warp tile, then F + 1 ...: recursion instead of a loop, so every index into
