@@ -76,12 +76,16 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     k_bytes = k * ea.bits // 8
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
-    sm80_mm.launch(plan, a_store, b_store, c, m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb,
-                   scale_a=scale_a, scale_b=scale_b, bias=bias)
+    args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    if gpu.index == torch.cuda.current_device():
+        sm80_mm.launch(plan, a_store, b_store, c, **args)
+    else:  # kernels launch in the current device's context: switch to the tensors' GPU
+        with torch.cuda.device(gpu.index):
+            sm80_mm.launch(plan, a_store, b_store, c, **args)
     return c
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per device (lru_cache below): identity hashing
 class _Gpu:
     index: int
     name: str

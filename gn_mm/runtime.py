@@ -128,6 +128,13 @@ def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
 
 
 _libcuda = None
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: a C call, no Stream object
+
+
+def _current_stream() -> int:
+    if _raw_stream is not None:
+        return _raw_stream(torch.cuda.current_device())
+    return torch.cuda.current_stream().cuda_stream
 
 
 def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
@@ -140,7 +147,7 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -
         _libcuda = _get_gpu_runtime_library()
     values = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int(a) for a in args]
     params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    stream = ctypes.c_void_p(_current_stream())
     err = _libcuda.cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                   shared_mem, stream, params, None)
     if err:

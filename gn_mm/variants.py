@@ -28,7 +28,7 @@ _MMA_SYNC_FAMILIES = (
 SCALED_TYPES = ("e4m3", "e5m2", "s8", "u8")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one object per variant: identity hashing keeps plan lookups cheap
 class Variant:
     a: str
     b: str

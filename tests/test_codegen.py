@@ -35,7 +35,7 @@ def test_render_replaces_header_and_inlines_includes():
     assert BF16.instr in src
     # The editor defaults above the marker are gone: exactly one definition of each constant.
     assert len(re.findall(r"constexpr int BLOCK_M", src)) == 1
-    assert "extern \"C\" __global__ void __launch_bounds__(NUM_THREADS, 1) sm80_mm(" in src
+    assert "extern \"C\" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(" in src
 
 
 def test_line_directives_point_at_original_files():
