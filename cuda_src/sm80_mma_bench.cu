@@ -13,6 +13,30 @@
 #include "ptx/mma.cuh"
 
 typedef Mma<GN_ACC_KIND> MmaOp;
+typedef typename MmaOp::Reg AccReg;
+
+// Accumulators start distinct (nothing can be folded), and all of them feed the output (nothing is dead).
+template <int I, int J>
+GN_DEVICE void init_acc(AccReg (&acc)[I][J][MmaOp::REGS]) {
+#pragma unroll
+  for (int i = 0; i < I; ++i)
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = (AccReg)(i * J + j + r);
+}
+
+template <int I, int J>
+GN_DEVICE u32 fold_acc(const AccReg (&acc)[I][J][MmaOp::REGS]) {
+  u32 x = 0;
+#pragma unroll
+  for (int i = 0; i < I; ++i)
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+#pragma unroll
+      for (int r = 0; r < MmaOp::REGS; ++r) x ^= *(const u32*)&acc[i][j][r];
+  return x;
+}
 
 extern "C" __global__ void sm80_mma_bench(u32* __restrict__ out, const u32* __restrict__ seed, int iters) {
   const int tid = threadIdx.x + blockIdx.x * blockDim.x;
@@ -26,13 +50,8 @@ extern "C" __global__ void sm80_mma_bench(u32* __restrict__ out, const u32* __re
 #pragma unroll
     for (int r = 0; r < 2; ++r) b[j][r] = seed[(8 + j * 2 + r + threadIdx.x) % 64];
 
-  typename MmaOp::Reg acc[2][4][MmaOp::REGS];
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = (typename MmaOp::Reg)(i * 4 + j + r);  // distinct
+  AccReg acc[2][4][MmaOp::REGS];
+  init_acc(acc);
 
   for (int it = 0; it < iters; ++it) {
 #pragma unroll
@@ -45,14 +64,7 @@ extern "C" __global__ void sm80_mma_bench(u32* __restrict__ out, const u32* __re
       for (int j = 0; j < 4; ++j) MmaOp::run(acc[i][j], a[i], b[j]);
   }
 
-  u32 x = 0;
-#pragma unroll
-  for (int i = 0; i < 2; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int r = 0; r < MmaOp::REGS; ++r) x ^= *(u32*)&acc[i][j][r];
-  out[tid] = x;  // keeps every accumulator alive
+  out[tid] = fold_acc(acc);
 }
 
 // sm80_ldsm_mma_bench: sm80_mm's inner loop alone. Each of 8 warps owns a 64x64 warp tile (4 A x 8 B
@@ -70,13 +82,8 @@ extern "C" __global__ void __launch_bounds__(256) sm80_ldsm_mma_bench(u32* __res
   const u32 b_row = base + (lane % 8 + (lane / 16) * 8) * 128, b_c = ((lane / 8) % 2) ^ (lane % 8);
 
   u32 af[2][4][4], bf[2][8][2];
-  typename MmaOp::Reg acc[4][8][MmaOp::REGS];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < MmaOp::REGS; ++r) acc[i][j][r] = (typename MmaOp::Reg)(i * 8 + j + r);
+  AccReg acc[4][8][MmaOp::REGS];
+  init_acc(acc);
 
   auto load = [&](int buf, int ks) {
     const u32 parity = (ks % 2) * 64 * 128, k2 = 2 * ((ks / 2) % 4);  // 4 k-steps per 128-byte row
@@ -107,12 +114,5 @@ extern "C" __global__ void __launch_bounds__(256) sm80_ldsm_mma_bench(u32* __res
         }
     }
   }
-  u32 x = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int r = 0; r < MmaOp::REGS; ++r) x ^= *(u32*)&acc[i][j][r];
-  out[threadIdx.x + blockIdx.x * blockDim.x] = x;
+  out[threadIdx.x + blockIdx.x * blockDim.x] = fold_acc(acc);
 }

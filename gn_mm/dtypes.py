@@ -39,3 +39,7 @@ DTYPE_NAMES = {v: k for k, v in OUT_DTYPES.items()}
 
 def elem_of(dtype: torch.dtype) -> Elem | None:
     return ELEMS.get(dtype)
+
+# The kernels' names for accumulator and output kinds (cuda_src/common.cuh).
+ACC_KIND = {"f32": "GN_ACC_F32", "s32": "GN_ACC_S32", "f16": "GN_ACC_F16"}
+OUT_KIND = {"bf16": "GN_OUT_BF16", "f16": "GN_OUT_F16", "f32": "GN_OUT_F32", "s32": "GN_OUT_S32"}

@@ -13,10 +13,10 @@ import torch
 
 from . import runtime
 from .arch import Arch
+from .dtypes import ACC_KIND
 from .timing import bench
 from .variants import Variant
 
-_ACC_KIND = {"f32": "GN_ACC_F32", "s32": "GN_ACC_S32", "f16": "GN_ACC_F16"}
 _K_OF_SHAPE = re.compile(r"m16n8k(\d+)")
 
 
@@ -30,7 +30,7 @@ LOOPS = {
 
 
 def spec(variant: Variant, arch: Arch, loop: str = "registers") -> runtime.KernelSpec:
-    params = {"variant_name": variant.name, "instr": variant.instr, "acc_kind": _ACC_KIND[variant.acc]}
+    params = {"variant_name": variant.name, "instr": variant.instr, "acc_kind": ACC_KIND[variant.acc]}
     return runtime.KernelSpec.make("sm80_mma_bench", LOOPS[loop][0], params, Arch(arch.cc))
 
 

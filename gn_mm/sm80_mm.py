@@ -6,16 +6,14 @@ from dataclasses import dataclass
 
 import torch
 
+from . import runtime
 from .arch import Arch
 from .config import Sm80Config
-from .dtypes import BY_NAME
-from . import runtime
+from .dtypes import ACC_KIND, BY_NAME, OUT_KIND
 from .runtime import KernelSpec
 from .variants import Variant
 
 STEM = "sm80_mm"
-_ACC_KIND = {"f32": "GN_ACC_F32", "s32": "GN_ACC_S32", "f16": "GN_ACC_F16"}
-_OUT_KIND = {"bf16": "GN_OUT_BF16", "f16": "GN_OUT_F16", "f32": "GN_OUT_F32", "s32": "GN_OUT_S32"}
 
 
 def min_blocks(variant: Variant, config: Sm80Config, arch: Arch) -> int:
@@ -33,8 +31,8 @@ def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSp
         "variant_name": f"{variant.name}->{out}",
         "config_name": config.name,
         "instr": variant.instr,
-        "acc_kind": _ACC_KIND[variant.acc],
-        "out_kind": _OUT_KIND[out],
+        "acc_kind": ACC_KIND[variant.acc],
+        "out_kind": OUT_KIND[out],
         "elem_bits": bits,
         "block_k": config.block_k_bytes * 8 // bits,
         "c": config,
