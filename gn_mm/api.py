@@ -215,25 +215,26 @@ def _empty_k(c: torch.Tensor, bias) -> torch.Tensor:
 
 
 def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int]:
-    """(storage with K contiguous in rows, row stride in bytes). `transposed`: x is [K, rows] (operand b)."""
+    """(storage whose rows are K-contiguous, row stride in bytes). `transposed`: x is [K, rows] (operand b).
+    The fast path returns x itself: the kernel only needs its pointer and strides."""
     if isinstance(x, Int4Tensor):
         if x.transposed != transposed:
             want = "pack_int4(w).t() of an [N, K] weight" if transposed else "pack_int4(a) of an [M, K] matrix"
             raise LayoutError(f"{name}: int4 data is packed along K; pass {want}")
-        rows = x.data
-    else:
-        rows = x.t() if transposed else x  # [rows, K]
-        if rows.size(1) > 1 and rows.stride(1) != 1:
-            rows = _copy_k_major(rows)
-    item = rows.element_size()
-    ld = rows.stride(0) * item if rows.size(0) > 1 else 16
-    if rows.data_ptr() % 16:
-        raise LayoutError(f"{name}: data pointer is not 16-byte aligned (offset {rows.data_ptr() % 16}); "
+        x, transposed = x.data, False
+    k_dim = 0 if transposed else 1
+    if x.size(k_dim) > 1 and x.stride(k_dim) != 1:
+        x, k_dim = _copy_k_major(x.t() if transposed else x), 1
+    rows_dim = 1 - k_dim
+    item = x.element_size()
+    ld = x.stride(rows_dim) * item if x.size(rows_dim) > 1 else 16
+    if x.data_ptr() % 16:
+        raise LayoutError(f"{name}: data pointer is not 16-byte aligned (offset {x.data_ptr() % 16}); "
                           "cp.async reads 16-byte chunks; pass a tensor that starts on a 16-byte boundary")
     if ld % 16:
         raise LayoutError(f"{name}: K-contiguous rows are {ld} bytes apart, not a multiple of 16; "
                           f"pad K to a multiple of {128 // e.bits} values or use a row stride that is")
-    return rows, ld
+    return x, ld
 
 
 def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:

@@ -129,6 +129,7 @@ def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
 
 _libcuda = None
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: a C call, no Stream object
+_param_blocks = threading.local()  # per thread: (function, kinds) -> reusable ctypes parameter block
 
 
 def _current_stream() -> int:
@@ -137,19 +138,34 @@ def _current_stream() -> int:
     return torch.cuda.current_stream().cuda_stream
 
 
-def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
-    """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
-    pointers, ints as 32-bit ints. Leaner than torch's launcher, which reopens libcuda on every call."""
+def _driver():
     global _libcuda
     if _libcuda is None:
         from torch.cuda._utils import _get_gpu_runtime_library
 
-        _libcuda = _get_gpu_runtime_library()
-    values = [ctypes.c_void_p(a.data_ptr()) if isinstance(a, torch.Tensor) else ctypes.c_int(a) for a in args]
-    params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-    stream = ctypes.c_void_p(_current_stream())
-    err = _libcuda.cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                  shared_mem, stream, params, None)
+        lib = _get_gpu_runtime_library()
+        lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        lib.cuLaunchKernel.restype = ctypes.c_int
+        _libcuda = lib
+    return _libcuda
+
+
+def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
+    """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
+    pointers, ints as 32-bit ints. The ctypes parameter block is built once per kernel and argument kinds
+    (per thread) and refilled in place: this is the hot path of every small matmul."""
+    kinds = tuple(isinstance(a, torch.Tensor) for a in args)
+    cache = _param_blocks.__dict__
+    block_ = cache.get((handle.func.value, kinds))
+    if block_ is None:
+        values = [ctypes.c_void_p() if k else ctypes.c_int() for k in kinds]
+        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        block_ = cache[(handle.func.value, kinds)] = (values, params)
+    values, params = block_
+    for v, a, k in zip(values, args, kinds):
+        v.value = a.data_ptr() if k else a
+    err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                   shared_mem, _current_stream(), params, None)
     if err:
         raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 

@@ -91,6 +91,9 @@ def test_non_k_major_operands_are_copied_to_aligned_storage():
     b = torch.randn(7, 5).to(torch.bfloat16)  # [K, N] row-major: N contiguous, not K
     rows, ld = api._k_major(b, "b", BY_NAME["bf16"], transposed=True)
     assert rows.stride(1) == 1 and ld % 16 == 0 and torch.equal(rows, b.t())
+    w = torch.randn(5, 16).to(torch.bfloat16)  # an [N, K] weight passed as w.t(): used in place
+    rows, ld = api._k_major(w.t(), "b", BY_NAME["bf16"], transposed=True)
+    assert rows.data_ptr() == w.data_ptr() and ld == 32
 
 
 def test_config_validation():
