@@ -11,9 +11,9 @@ from .api import mm
 from .config import SM80_CONFIGS, Sm80Config
 from .errors import ArchError, CompileError, GnMmError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor, pack_int4, unpack_int4
-from .variants import MMA_SYNC, Variant
+from .variant_table import MMA_SYNC, Variant, variants
 
 __all__ = [
     "__version__", "mm", "Sm80Config", "SM80_CONFIGS", "Int4Tensor", "pack_int4", "unpack_int4",
-    "Variant", "MMA_SYNC", "GnMmError", "UnsupportedError", "LayoutError", "ArchError", "CompileError",
+    "Variant", "MMA_SYNC", "variants", "GnMmError", "UnsupportedError", "LayoutError", "ArchError", "CompileError",
 ]

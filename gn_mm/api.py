@@ -13,7 +13,7 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .variants import Variant, find
+from .variant_table import Variant, find
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
 _CONFIG_BY_NAME = {c.name: c for c in SM80_CONFIGS}

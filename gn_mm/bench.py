@@ -15,7 +15,8 @@ from typing import Callable
 
 import torch
 
-from . import api, compiler, microbench, variants
+from . import api, compiler, microbench
+from . import variant_table as variants
 from .int4 import pack_int4
 from .timing import bench, rotation_sets
 

@@ -1,5 +1,6 @@
 """python -m gn_mm: command-line entry points.
 
+    python -m gn_mm variants [--arch sm_90a] [--compile] [--json]
     python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
 """
 
@@ -10,10 +11,11 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import compiler, runtime, sm80_mm
+from . import compiler, microbench, runtime, sass, sm80_mm
+from .errors import ArchError
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates
-from .variants import MMA_SYNC
+from .variant_table import MMA_SYNC, find, variants
 
 
 def _progress(iterable, total: int, desc: str):
@@ -74,9 +76,64 @@ def cmd_compile(args) -> int:
     return 1 if bad else 0
 
 
+def _variant_sass(row: dict, arch: Arch) -> dict:
+    """Compile the variant's instruction microbenchmark for `arch` and read what the SASS runs."""
+    v = find(row["a"], row["b"], row["acc"])
+    built = runtime.build(microbench.spec(v, arch), backend="bindings")
+    text = sass.disassemble(built.cubin)
+    mix = sass.tensor_core_mix(text) if text is not None else None
+    st = built.ptxas
+    return {**row, "arch": arch.name, "compile_s": round(built.meta["seconds"], 3), "registers": st.registers,
+            "spills": bool(st.spills), "sass_ops": dict(mix) if mix is not None else "unknown",
+            "sass": sass.classify(v.a, mix) if mix is not None else "unknown (no cuobjdump/nvdisasm)"}
+
+
+def cmd_variants(args) -> int:
+    if args.arch:
+        archs = [Arch.parse(a) for a in args.arch.split(",")]
+    else:
+        try:
+            archs = [Arch.of_device()]
+        except ArchError:
+            if args.compile:
+                print("--compile needs an architecture: no CUDA GPU here, so pass --arch (e.g. sm_90a); "
+                      "compiling needs no GPU", file=sys.stderr)
+                return 2
+            archs = [None]
+    rows = []
+    for arch in archs:
+        found = variants(arch)
+        if args.compile:
+            with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+                found = list(_progress(pool.map(lambda r: _variant_sass(r, arch), found), len(found), "compile"))
+        rows += [{**r, "arch": arch.name if arch else "any"} for r in found]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    head = f"{'arch':7} {'A x B':11} {'acc':4} {'outputs':20} {'instruction':58} {'min':6}"
+    print(head + ("  compile regs  SASS" if args.compile else "  emulated"))
+    for r in rows:
+        line = (f"{r['arch']:7} {r['a'] + ' x ' + r['b']:11} {r['acc']:4} {','.join(r['outs']):20} "
+                f"{r['instr']:58} {r['min_arch']:6}")
+        if args.compile:
+            ops = r["sass_ops"] if isinstance(r["sass_ops"], str) else ",".join(sorted(r["sass_ops"]))
+            line += f"  {r['compile_s']:6.2f} {r['registers']!s:>4}  {r['sass']}: {ops}"
+        else:
+            line += "  " + ("yes" if r["emulated"] else "no" if r["emulated"] is False else ",".join(r["emulated_on"]))
+        print(line)
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m gn_mm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("variants", help="the MMA variant table for the current GPU or a named arch; with "
+                                        "--compile, each variant compiled (no GPU needed) and its SASS checked")
+    p.add_argument("--arch", default="", help="e.g. sm_90a or sm_80,sm_89 (default: the current GPU)")
+    p.add_argument("--compile", action="store_true", help="compile each variant and report its SASS")
+    p.add_argument("--jobs", type=int, default=2, help="parallel compiles")
+    p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
+    p.set_defaults(func=cmd_variants)
     p = sub.add_parser("compile", help="compile kernel variants with NVRTC (no GPU needed) and report "
                                        "compile time, registers, shared memory and spills")
     p.add_argument("--arch", default="sm_80,sm_89,sm_90a,sm_120", help="comma-separated, e.g. sm_80,sm_90a")

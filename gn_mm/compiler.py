@@ -72,7 +72,7 @@ class PtxasStats:
     def from_cubin(cls, cubin: bytes, function: str) -> "PtxasStats":
         """Registers and local memory read back from a cubin (cuobjdump -res-usage), for binaries whose
         compile log is unavailable. Local memory counts as spills: the kernels keep none on purpose."""
-        from .microbench import disassembler
+        from .sass import disassembler
 
         tool = disassembler("cuobjdump")
         if tool is None:

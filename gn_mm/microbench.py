@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import tempfile
-from collections import Counter
-from pathlib import Path
 
 import torch
 
@@ -15,7 +10,7 @@ from . import runtime
 from .arch import Arch
 from .dtypes import ACC_KIND
 from .timing import bench
-from .variants import Variant
+from .variant_table import Variant
 
 _K_OF_SHAPE = re.compile(r"m16n8k(\d+)")
 
@@ -48,36 +43,3 @@ def mma_ceiling(variant: Variant, device=None, iters: int = 4096, loop: str = "r
     flops = 2 * 16 * 8 * k * mmas * iters * (blocks * threads // 32)
     return {"variant": variant.name, "instr": variant.instr, "loop": loop,
             "tflops": flops / t["median_ms"] / 1e9, **t}
-
-
-def disassembler(*tools: str) -> str | None:
-    """cuobjdump or nvdisasm: on PATH, or from the NVIDIA pip wheels (cuda.pathfinder)."""
-    for tool in tools or ("cuobjdump", "nvdisasm"):
-        if shutil.which(tool):
-            return shutil.which(tool)
-        try:
-            from cuda.pathfinder import find_nvidia_binary_utility
-
-            found = find_nvidia_binary_utility(tool)
-            if found:
-                return found
-        except Exception:
-            pass
-    return None
-
-
-def sass(cubin: bytes) -> str | None:
-    tool = disassembler()
-    if tool is None:
-        return None
-    with tempfile.TemporaryDirectory() as d:
-        path = Path(d) / "k.cubin"
-        path.write_bytes(cubin)
-        args = [tool, "-sass", str(path)] if tool.endswith("cuobjdump") else [tool, str(path)]
-        return subprocess.run(args, capture_output=True, text=True, check=True).stdout
-
-
-def tensor_core_mix(sass_text: str) -> Counter:
-    """Counts of tensor-core and unpacking opcodes (HMMA/IMMA/QMMA with their shape suffixes, F2FP ...)."""
-    ops = re.findall(r"\b((?:HMMA|IMMA|QMMA|HGMMA|IGMMA|QGMMA|F2FP|I2IP)[.\w]*)", sass_text)
-    return Counter(ops)

@@ -11,7 +11,7 @@ from .arch import Arch
 from .config import Sm80Config
 from .dtypes import ACC_KIND, BY_NAME, OUT_KIND
 from .runtime import KernelSpec
-from .variants import Variant
+from .variant_table import Variant
 
 STEM = "sm80_mm"
 

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from gn_mm import microbench, runtime, variants
+from gn_mm import microbench, runtime, sass, variant_table as variants
 from gn_mm.arch import Arch
 
 
@@ -24,8 +24,8 @@ def main() -> int:
         if v.a != v.b or arch.cc < v.min_arch:
             continue
         built = runtime.build(microbench.spec(v, arch))
-        text = microbench.sass(built.cubin)
-        mix = dict(microbench.tensor_core_mix(text)) if text else "unknown (no disassembler)"
+        text = sass.disassemble(built.cubin)
+        mix = dict(sass.tensor_core_mix(text)) if text else "unknown (no disassembler)"
         ceil = microbench.mma_ceiling(v)
         ldsm = None if arch.cc in v.emulated_on else microbench.mma_ceiling(v, loop="ldmatrix")["tflops"]
         rows.append({"variant": v.name, "instr": v.instr, "tflops": ceil["tflops"],

@@ -7,7 +7,7 @@
 import torch
 
 import gn_mm
-from gn_mm import variants
+from gn_mm import variant_table as variants
 
 dev = torch.device("cuda")
 done = set()

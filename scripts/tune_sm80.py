@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from gn_mm import bench, config, runtime, sm80_mm, variants
+from gn_mm import bench, config, runtime, sm80_mm, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.timing import bench as time_it
 

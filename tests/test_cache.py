@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from gn_mm import cache, compiler, knobs, runtime, sm80_mm, variants
+from gn_mm import cache, compiler, knobs, runtime, sm80_mm, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.config import SM80_CONFIGS
 

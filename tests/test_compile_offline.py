@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gn_mm import cli, compiler, microbench, runtime, sm80_mm, variants
+from gn_mm import cli, compiler, microbench, runtime, sm80_mm, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.config import sm80_candidates
 

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 import gn_mm
-from gn_mm import config, variants
+from gn_mm import config, variant_table as variants
 from gn_mm.arch import Arch
 
 

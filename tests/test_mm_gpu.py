@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import gn_mm
-from gn_mm import runtime, variants
+from gn_mm import runtime, variant_table as variants
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
 
 pytestmark = pytest.mark.gpu

@@ -82,3 +82,29 @@ def find(a: str, b: str, acc: str) -> Variant:
 
 def supported_pairs() -> str:
     return ", ".join(sorted({f"{v.a} x {v.b}" for v in MMA_SYNC}))
+
+
+def variants(arch=None) -> list[dict]:
+    """Every MMA variant as data: A and B types, accumulator, allowed outputs, the PTX instruction and its
+    shape, the path, the minimum architecture, and whether `arch` emulates it.
+
+    arch: "sm_90a", an Arch, or None for the current GPU (every variant, unfiltered, without one).
+    Variants `arch` cannot run are left out.
+    """
+    from .arch import Arch
+
+    if isinstance(arch, str):
+        arch = Arch.parse(arch)
+    elif arch is None:
+        import torch
+
+        arch = Arch.of_device() if torch.cuda.is_available() else None
+    rows = []
+    for v in MMA_SYNC:
+        if arch is not None and arch.cc < v.min_arch:
+            continue
+        rows.append({"a": v.a, "b": v.b, "acc": v.acc, "outs": list(v.outs), "path": v.path, "instr": v.instr,
+                     "shape": v.shape, "min_arch": f"sm_{v.min_arch}",
+                     "emulated_on": [f"sm_{c}" for c in v.emulated_on],
+                     "emulated": None if arch is None else arch.cc in v.emulated_on})
+    return rows
