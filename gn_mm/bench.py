@@ -180,8 +180,51 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def save(result: dict, stem: str) -> None:
+def save(result: dict, stem: str) -> list[str]:
+    """<stem>.json, <stem>.md and (with matplotlib) <stem>.png; returns the paths written."""
+    from .plots import bench_chart
+
     with open(f"{stem}.json", "w") as f:
         json.dump(result, f, indent=1)
     with open(f"{stem}.md", "w") as f:
         f.write(markdown(result))
+    png = bench_chart(result, f"{stem}.png")
+    return [f"{stem}.json", f"{stem}.md"] + ([png] if png else [])
+
+
+def main(argv=None) -> int:
+    """`python -m gn_mm bench` and scripts/bench.py: gn_mm vs torch peers, table + JSON + PNG."""
+    import argparse
+    import sys
+
+    import torch
+
+    p = argparse.ArgumentParser(prog="python -m gn_mm bench", description="gn_mm vs torch peers per variant")
+    p.add_argument("--variants", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
+    p.add_argument("--shapes", choices=["square", "llm", "all"], default="all")
+    p.add_argument("--quick", action="store_true", help="4096^3 only, fewer repetitions")
+    p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--out", default="gn_mm_bench", help="output stem: <out>.json, .md, .png")
+    args = p.parse_args(argv)
+    unknown = [v for v in args.variants.split(",") if v not in CASES]
+    if unknown:
+        p.error(f"unknown variants {unknown}; choose from {', '.join(CASES)}")
+    if not torch.cuda.is_available():
+        print("python -m gn_mm bench times kernels, so it needs a CUDA GPU; none is visible here. "
+              "(`python -m gn_mm variants --arch sm_90a --compile` works without one.)", file=sys.stderr)
+        return 2
+    shapes = {"square": SQUARE, "llm": LLM, "all": tuple(dict.fromkeys(SQUARE + LLM))}[args.shapes]
+    if args.quick:
+        shapes, args.reps = SQUARE[:1], 10
+    try:
+        from tqdm import tqdm
+
+        def progress(jobs):
+            return tqdm(jobs, desc="bench", file=sys.stderr)
+    except ImportError:
+        progress = None
+    result = run(args.variants.split(","), shapes, reps=args.reps, progress=progress)
+    written = save(result, args.out)
+    print(markdown(result))
+    print("wrote " + ", ".join(written))
+    return 0

@@ -1,6 +1,7 @@
 """python -m gn_mm: command-line entry points.
 
     python -m gn_mm variants [--arch sm_90a] [--compile] [--json]
+    python -m gn_mm bench [--variants bf16,s8] [--shapes square|llm|all] [--quick] [--out stem]   (GPU)
     python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
 """
 
@@ -125,8 +126,15 @@ def cmd_variants(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["bench"]:  # its options live with the benchmark (gn_mm/bench.py)
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m gn_mm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("bench", help="time gn_mm against torch peers per variant (needs a GPU); "
+                                 "python -m gn_mm bench --help")
     p = sub.add_parser("variants", help="the MMA variant table for the current GPU or a named arch; with "
                                         "--compile, each variant compiled (no GPU needed) and its SASS checked")
     p.add_argument("--arch", default="", help="e.g. sm_90a or sm_80,sm_89 (default: the current GPU)")

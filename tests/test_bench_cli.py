@@ -1,0 +1,49 @@
+import json
+
+import pytest
+import torch
+
+from gn_mm import bench, cli, plots
+
+ROWS = {"environment": {"gpu": "test GPU", "sms": 1, "torch": "x", "nvrtc": "13.0"}, "rows": [
+    {"variant": "bf16", "m": 16, "n": 32, "k": 64, "peer": "torch.matmul", "ours_tflops": 1.0, "peer_tflops": 2.0,
+     "ratio": 0.5},
+    {"variant": "s8 -> s32", "m": 16, "n": 32, "k": 64, "peer": "torch._int_mm", "ours_tflops": 3.0,
+     "peer_error": "refused"},
+    {"variant": "s4 -> s32", "m": 1, "n": 1, "k": 1, "error": "RuntimeError: boom"}]}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU message")
+def test_bench_without_gpu_explains(capsys):
+    assert cli.main(["bench", "--quick"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_bench_rejects_unknown_variants():
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--variants", "bf16,nope"])
+
+
+def test_markdown_and_files(tmp_path):
+    md = bench.markdown(ROWS)
+    assert "| bf16 | 16 | 32 | 64 | 1.0 | torch.matmul | 2.0 | 0.50 |" in md
+    assert "n/a (refused)" in md and "error: RuntimeError: boom" in md
+    written = bench.save(ROWS, str(tmp_path / "b"))
+    assert json.loads((tmp_path / "b.json").read_text()) == ROWS
+    pytest.importorskip("matplotlib")
+    assert str(tmp_path / "b.png") in written
+    assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_chart_without_matplotlib_is_skipped(monkeypatch, tmp_path):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert plots.bench_chart(ROWS, str(tmp_path / "x.png")) is None
