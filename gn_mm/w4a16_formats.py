@@ -1,0 +1,129 @@
+"""W4A16 weight formats (pure torch, CPU or GPU): the GPTQ "sequential" layout the kernel reads, converters
+into it, a float64 dequantisation reference and a can_implement-style check.
+
+GPTQ layout (K input features, N output features, group size G):
+  qweight [K, N // 8] int32: word (k, j) holds w[k, 8j + i] as an unsigned nibble at bits 4i (i = 0..7);
+  scales  [K // G, N] in the activation dtype;
+  qzeros  [K // G, N // 8] int32 packed like qweight, or None: then every zero point is `zp_bias`
+          (8 for symmetric uint4b8).
+  w[k, n] = (q[k, n] - zero[k // G, n]) * scale[k // G, n]
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import LayoutError, UnsupportedError
+
+GROUP_SIZES = (32, 64, 128)  # and G = K (per-channel)
+_SHIFTS = tuple(range(0, 32, 4))
+
+
+def pack_nibbles(values: torch.Tensor, dim: int) -> torch.Tensor:
+    """Unsigned 4-bit values (0..15, any integer dtype) -> int32 words of 8 consecutive values along `dim`
+    (value i of a word at bits 4i). The size of `dim` must be a multiple of 8."""
+    v = values.movedim(dim, -1).to(torch.int64)
+    if v.shape[-1] % 8:
+        raise LayoutError(f"pack_nibbles: dimension {dim} has {v.shape[-1]} values, not a multiple of 8")
+    if bool((v < 0).any()) or bool((v > 15).any()):
+        raise ValueError("pack_nibbles: values must lie in 0..15")
+    v = v.reshape(*v.shape[:-1], -1, 8)
+    shifts = torch.tensor(_SHIFTS, dtype=torch.int64, device=v.device)
+    words = (v << shifts).sum(-1)
+    words = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)  # two's complement int32
+    return words.movedim(-1, dim).contiguous()
+
+
+def unpack_nibbles(words: torch.Tensor, dim: int) -> torch.Tensor:
+    """int32 words -> uint8 values (0..15), 8 per word along `dim` (inverse of pack_nibbles)."""
+    w = words.movedim(dim, -1).to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.tensor(_SHIFTS, dtype=torch.int64, device=w.device)
+    v = ((w.unsqueeze(-1) >> shifts) & 0xF).to(torch.uint8)
+    return v.reshape(*w.shape[:-1], -1).movedim(-1, dim).contiguous()
+
+
+def check_gptq(qweight, scales, qzeros=None, *, group_size: int, g_idx=None) -> list[str]:
+    """Why the kernel cannot take these tensors (an empty list when it can), argument by argument."""
+    problems = []
+    if g_idx is not None:
+        problems.append("g_idx: act-order (desc_act) checkpoints are not supported; reorder K to sequential "
+                        "groups when quantizing")
+    if not isinstance(qweight, torch.Tensor) or qweight.dtype != torch.int32 or qweight.dim() != 2:
+        return problems + ["qweight: expected a 2-D torch.int32 tensor [K, N // 8]"]
+    k, n = qweight.shape[0], qweight.shape[1] * 8
+    if group_size not in GROUP_SIZES and group_size != k:
+        problems.append(f"group_size: {group_size} is not supported; use 32, 64, 128 or K ({k})")
+    elif k % group_size:
+        problems.append(f"group_size: K = {k} is not a multiple of {group_size}")
+    groups = k // group_size if group_size else 0
+    if not isinstance(scales, torch.Tensor) or scales.dtype not in (torch.float16, torch.bfloat16):
+        problems.append("scales: expected a float16 or bfloat16 tensor (the activation dtype)")
+    elif tuple(scales.shape) != (groups, n):
+        problems.append(f"scales: expected shape ({groups}, {n}) = (K // G, N), got {tuple(scales.shape)}")
+    if qzeros is not None:
+        if not isinstance(qzeros, torch.Tensor) or qzeros.dtype != torch.int32:
+            problems.append("qzeros: expected a torch.int32 tensor [K // G, N // 8]")
+        elif tuple(qzeros.shape) != (groups, n // 8):
+            problems.append(f"qzeros: expected shape ({groups}, {n // 8}) = (K // G, N // 8), "
+                            f"got {tuple(qzeros.shape)}")
+    devices = {t.device for t in (qweight, scales, qzeros) if isinstance(t, torch.Tensor)}
+    if len(devices) > 1:
+        problems.append(f"qweight, scales, qzeros: on different devices {sorted(map(str, devices))}")
+    return problems
+
+
+def dequantize_gptq(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None = None, *,
+                    group_size: int, zp_bias: int = 8, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The [K, N] weight the GPTQ tensors stand for, computed in `dtype` (the reference for every test)."""
+    problems = check_gptq(qweight, scales, qzeros, group_size=group_size)
+    if problems:
+        raise LayoutError("; ".join(problems))
+    q = unpack_nibbles(qweight, dim=1).to(dtype)                       # [K, N]
+    zero = (unpack_nibbles(qzeros, dim=1).to(dtype) if qzeros is not None
+            else torch.full_like(scales, zp_bias, dtype=dtype))        # [K // G, N]
+    per_k = torch.arange(q.shape[0], device=q.device) // group_size
+    return (q - zero[per_k]) * scales.to(dtype)[per_k]
+
+
+def from_compressed_tensors(weight_packed: torch.Tensor, weight_scale: torch.Tensor,
+                            weight_zero_point: torch.Tensor | None = None, *, dtype: torch.dtype | None = None):
+    """compressed-tensors pack-quantized int4 -> (qweight, scales, qzeros, group_size) in the GPTQ layout.
+
+    weight_packed [N, K // 8] int32 packed along K, weight_scale [N, K // G], weight_zero_point
+    [N // 8, K // G] int32 packed along N (asymmetric only). Values are stored as offset codes
+    (signed v -> v + 8), so the nibbles are already GPTQ's unsigned q and zero; without zero points the
+    zero is 8 (zp_bias). `dtype` converts the scales (default: keep theirs)."""
+    if weight_packed.dtype != torch.int32 or weight_packed.dim() != 2:
+        raise LayoutError("weight_packed: expected a 2-D torch.int32 tensor [N, K // 8]")
+    n, k = weight_packed.shape[0], weight_packed.shape[1] * 8
+    if weight_scale.dim() != 2 or weight_scale.shape[0] != n or k % weight_scale.shape[1]:
+        raise LayoutError(f"weight_scale: expected [N, K // G] = [{n}, K // G] with K = {k}, "
+                          f"got {tuple(weight_scale.shape)}")
+    group_size = k // weight_scale.shape[1]
+    q = unpack_nibbles(weight_packed, dim=1)                      # [N, K]
+    qweight = pack_nibbles(q.t(), dim=1)                          # [K, N // 8]
+    scales = weight_scale.t().contiguous()
+    if dtype is not None:
+        scales = scales.to(dtype)
+    qzeros = None
+    if weight_zero_point is not None:
+        if weight_zero_point.dtype != torch.int32 or tuple(weight_zero_point.shape) != (n // 8, k // group_size):
+            raise LayoutError(f"weight_zero_point: expected int32 [N // 8, K // G] = [{n // 8}, {k // group_size}], "
+                              f"got {weight_zero_point.dtype} {tuple(weight_zero_point.shape)}")
+        qzeros = weight_zero_point.t().contiguous()               # packed along N already
+    return qweight, scales, qzeros, group_size
+
+
+def from_int4_k_packed(w: torch.Tensor, *, dtype: torch.dtype = torch.float16):
+    """A plain signed int4 matrix packed two per byte along K ([K // 2, N] int8, low nibble = even k,
+    values -8..7, no scales) -> (qweight, scales, qzeros=None, group_size=K): unit scales, zero point 8."""
+    if w.dtype not in (torch.int8, torch.uint8) or w.dim() != 2:
+        raise LayoutError("w: expected a 2-D int8 tensor [K // 2, N] (two int4 values per byte along K)")
+    b = w.to(torch.int16) & 0xFF
+    lo, hi = b & 0xF, b >> 4
+    signed = torch.stack((lo, hi), dim=1).reshape(-1, w.shape[1])  # [K, N], row 2i = low nibble of row i
+    signed = torch.where(signed > 7, signed - 16, signed)
+    k = signed.shape[0]
+    qweight = pack_nibbles(signed + 8, dim=1)
+    scales = torch.ones((1, w.shape[1]), dtype=dtype, device=w.device)
+    return qweight, scales, None, k

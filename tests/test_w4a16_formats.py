@@ -1,0 +1,69 @@
+"""W4A16 formats: every converter round-trips and matches a float64 dequantise reference (CPU)."""
+
+import pytest
+import torch
+
+from gn_mm import w4a16_formats as f
+from gn_mm.errors import LayoutError
+
+
+def _ground_truth(k, n, g, asym, dtype=torch.float16):
+    torch.manual_seed(k * 7 + n + g)
+    q = torch.randint(0, 16, (k, n))
+    zero = torch.randint(0, 16, (k // g, n)) if asym else torch.full((k // g, n), 8)
+    scales = (torch.rand(k // g, n) * 0.02 + 0.001).to(dtype)
+    w = (q - zero[torch.arange(k) // g]).double() * scales.double()[torch.arange(k) // g]
+    return q, zero, scales, w
+
+
+@pytest.mark.parametrize("g", [32, 64, 128, 256])
+@pytest.mark.parametrize("asym", [False, True])
+def test_gptq_pack_and_dequantize(g, asym):
+    k, n = 256, 48
+    q, zero, scales, w = _ground_truth(k, n, g, asym)
+    qweight = f.pack_nibbles(q, dim=1)
+    assert qweight.shape == (k, n // 8) and qweight.dtype == torch.int32
+    assert int(qweight[0, 0]) & 0xF == int(q[0, 0]) and (int(qweight[0, 0]) >> 28) & 0xF == int(q[0, 7])
+    qzeros = f.pack_nibbles(zero, dim=1) if asym else None
+    assert f.check_gptq(qweight, scales, qzeros, group_size=g) == []
+    assert torch.equal(f.dequantize_gptq(qweight, scales, qzeros, group_size=g), w)
+    assert torch.equal(f.unpack_nibbles(qweight, dim=1).long(), q)
+
+
+@pytest.mark.parametrize("asym", [False, True])
+def test_from_compressed_tensors(asym):
+    k, n, g = 256, 64, 64
+    q, zero, scales, w = _ground_truth(k, n, g, asym, torch.bfloat16)
+    # The checkpoint layout: [N, K // 8] packed along K, [N, K // G] scales, [N // 8, K // G] zero points.
+    weight_packed = f.pack_nibbles(q.t(), dim=1)
+    weight_zero_point = f.pack_nibbles(zero.t(), dim=0) if asym else None
+    qweight, s, qz, group = f.from_compressed_tensors(weight_packed, scales.t().contiguous(), weight_zero_point)
+    assert group == g and qweight.shape == (k, n // 8) and s.shape == (k // g, n)
+    assert (qz is None) == (not asym)
+    assert torch.equal(f.dequantize_gptq(qweight, s, qz, group_size=group), w)
+
+
+def test_from_int4_k_packed():
+    k, n = 64, 16
+    v = torch.randint(-8, 8, (k, n))
+    packed = ((v[0::2] & 0xF) | ((v[1::2] & 0xF) << 4)).to(torch.uint8).view(torch.int8)
+    qweight, scales, qzeros, group = f.from_int4_k_packed(packed)
+    assert group == k and qzeros is None and scales.shape == (1, n)
+    assert torch.equal(f.dequantize_gptq(qweight, scales, None, group_size=group), v.double())
+
+
+def test_check_names_each_problem():
+    qweight = torch.zeros(256, 8, dtype=torch.int32)
+    ok_scales = torch.ones(2, 64, dtype=torch.float16)
+    assert "group_size: 96 is not supported" in f.check_gptq(qweight, ok_scales, group_size=96)[0]
+    assert "scales: expected shape (2, 64)" in f.check_gptq(qweight, torch.ones(3, 64, dtype=torch.float16),
+                                                           group_size=128)[0]
+    assert "scales: expected a float16 or bfloat16" in f.check_gptq(qweight, ok_scales.float(), group_size=128)[0]
+    assert "qzeros: expected shape (2, 8)" in f.check_gptq(qweight, ok_scales, torch.zeros(2, 7, dtype=torch.int32),
+                                                          group_size=128)[0]
+    assert "g_idx: act-order" in f.check_gptq(qweight, ok_scales, group_size=128, g_idx=torch.arange(256))[0]
+    assert "qweight: expected a 2-D torch.int32" in f.check_gptq(qweight.float(), ok_scales, group_size=128)[0]
+    with pytest.raises(LayoutError, match="group_size"):
+        f.dequantize_gptq(qweight, ok_scales, group_size=96)
+    with pytest.raises(LayoutError, match="not a multiple of 8"):
+        f.pack_nibbles(torch.zeros(3, 7, dtype=torch.uint8), dim=1)
