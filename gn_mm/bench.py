@@ -28,7 +28,7 @@ LLM = tuple((m, n, k) for m in (16, 128, 4096) for k, n in ((4096, 4096), (4096,
 class Case:
     name: str        # variant label
     make: Callable   # (m, n, k, device) -> dict of inputs
-    ours: Callable   # inputs -> tensor
+    ours: Callable   # (inputs, **mm_kwargs) -> tensor; extra kwargs (config=...) reach gn_mm.mm
     peer: Callable | None  # inputs -> tensor, or None (compare against the instruction ceiling)
     peer_name: str
     tol: float       # relative Frobenius error allowed between ours and the peer
@@ -69,24 +69,25 @@ def _backend_flag(name: str, value: bool):
 
 
 CASES = {
-    "bf16": Case("bf16", _float(torch.bfloat16), lambda x: api.mm(x["a"], x["w"].t()),
+    "bf16": Case("bf16", _float(torch.bfloat16), lambda x, **kw: api.mm(x["a"], x["w"].t(), **kw),
                  lambda x: torch.matmul(x["a"], x["w"].t()), "torch.matmul", 2e-2),
-    "f16": Case("f16", _float(torch.float16), lambda x: api.mm(x["a"], x["w"].t()),
+    "f16": Case("f16", _float(torch.float16), lambda x, **kw: api.mm(x["a"], x["w"].t(), **kw),
                 lambda x: torch.matmul(x["a"], x["w"].t()), "torch.matmul", 5e-3),
     "f16acc": Case("f16 (f16 acc)", _float(torch.float16),
-                   lambda x: api.mm(x["a"], x["w"].t(), acc_dtype=torch.float16),
+                   lambda x, **kw: api.mm(x["a"], x["w"].t(), acc_dtype=torch.float16, **kw),
                    lambda x: torch.matmul(x["a"], x["w"].t()), "torch.matmul fp16-acc", 2e-2,
                    lambda: _backend_flag("allow_fp16_accumulation", True)),
-    "tf32": Case("tf32", _float(torch.float32), lambda x: api.mm(x["a"], x["w"].t()),
+    "tf32": Case("tf32", _float(torch.float32), lambda x, **kw: api.mm(x["a"], x["w"].t(), **kw),
                  lambda x: torch.matmul(x["a"], x["w"].t()), "torch.matmul tf32", 1e-2,
                  lambda: _backend_flag("allow_tf32", True)),
     "e4m3": Case("e4m3 -> bf16 (per-tensor scales)", _fp8,
-                 lambda x: api.mm(x["a"], x["w"].t(), scale_a=x["sa"], scale_b=x["sb"], out_dtype=torch.bfloat16),
+                 lambda x, **kw: api.mm(x["a"], x["w"].t(), scale_a=x["sa"], scale_b=x["sb"],
+                                        out_dtype=torch.bfloat16, **kw),
                  lambda x: torch._scaled_mm(x["a"], x["w"].t(), x["sa"], x["sb"], out_dtype=torch.bfloat16,
                                             use_fast_accum=True), "torch._scaled_mm fast_accum", 2e-2),
-    "s8": Case("s8 -> s32", _int8, lambda x: api.mm(x["a"], x["w"].t()),
+    "s8": Case("s8 -> s32", _int8, lambda x, **kw: api.mm(x["a"], x["w"].t(), **kw),
                lambda x: torch._int_mm(x["a"], x["w"].t()), "torch._int_mm", 0.0),
-    "s4": Case("s4 -> s32", _int4, lambda x: api.mm(x["a"], x["w"].t()), None,
+    "s4": Case("s4 -> s32", _int4, lambda x, **kw: api.mm(x["a"], x["w"].t(), **kw), None,
                "s4 mma.sync ceiling", 0.0),
 }
 

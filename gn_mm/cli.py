@@ -28,7 +28,7 @@ def _progress(iterable, total: int, desc: str):
         return iterable
 
 
-def compile_jobs(archs, variant_filter=None, all_configs=False, all_outs=True):
+def compile_jobs(archs, variant_filter=None, all_configs=False):
     """(variant, out, config, arch) tuples: each variant on each arch it exists for, with the config the
     heuristic picks for a large problem, or every config that fits."""
     jobs = []
@@ -40,7 +40,7 @@ def compile_jobs(archs, variant_filter=None, all_configs=False, all_outs=True):
             configs = (sm80_candidates(arch, emulated=emulated, acc_bits=v.acc_bits) if all_configs
                        else [choose_sm80(8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
             for cfg in configs:
-                for out in (v.outs if all_outs else v.outs[:1]):
+                for out in v.outs:
                     jobs.append((v, out, cfg, arch))
     return jobs
 

@@ -1,9 +1,12 @@
 """Host-side cost of one gn_mm.mm call (Python + launch) against torch.matmul, on a tiny problem where the
 GPU work is negligible. Prints microseconds per call.
 
-    python scripts/host_overhead.py
+    python scripts/host_overhead.py [--profile]     (--profile: cProfile of the gn_mm.mm host path)
 """
 
+import cProfile
+import pstats
+import sys
 import time
 
 import torch
@@ -30,3 +33,6 @@ if __name__ == "__main__":
     print(f"gn_mm.mm bf16            {per_call_us(lambda: gn_mm.mm(a, w.t())):7.1f} us/call")
     print(f"gn_mm.mm s8 + scales     {per_call_us(lambda: gn_mm.mm(a8, w8.t(), scale_a=s, scale_b=s)):7.1f} us/call")
     print(f"torch.matmul bf16        {per_call_us(lambda: torch.matmul(a, w.t())):7.1f} us/call")
+    if "--profile" in sys.argv:
+        cProfile.run("for _ in range(2000): gn_mm.mm(a, w.t())", "/tmp/gn_mm_prof")
+        pstats.Stats("/tmp/gn_mm_prof").sort_stats("tottime").print_stats(18)

@@ -47,7 +47,7 @@ def main() -> int:
         for m, n, k in shapes:
             x = case.make(m, n, k, dev)
             sets = [x] + [case.make(m, n, k, dev) for _ in range(2)]
-            fn = lambda i: _call(case, sets[i], cfg)  # noqa: E731
+            fn = lambda i: case.ours(sets[i], config=cfg)  # noqa: E731
             t = time_it(fn, len(sets), reps=15)
             tf = 2 * m * n * k / t["median_ms"] / 1e9
             rows.append({"variant": nm, "config": cfg.name, "m": m, "n": n, "k": k, "tflops": tf,
@@ -56,15 +56,6 @@ def main() -> int:
     with open(args.out + ".json", "w") as f:
         json.dump({"environment": bench.environment(), "rows": rows}, f, indent=1)
     return 0
-
-
-def _call(case, x, cfg):
-    from gn_mm import api
-    kw = {}
-    if "sa" in x:
-        kw = dict(scale_a=x["sa"], scale_b=x["sb"], out_dtype=torch.bfloat16)
-    acc = torch.float16 if case.name.startswith("f16 (") else None
-    return api.mm(x["a"], x["w"].t(), acc_dtype=acc, config=cfg, **kw)
 
 
 if __name__ == "__main__":
