@@ -12,7 +12,7 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import compiler, microbench, runtime, sass, sm80_mm
+from . import microbench, runtime, sass, sm80_mm
 from .errors import ArchError
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from .errors import LayoutError, UnsupportedError
+from .errors import LayoutError
 
 GROUP_SIZES = (32, 64, 128)  # and G = K (per-channel)
 _SHIFTS = tuple(range(0, 32, 4))
