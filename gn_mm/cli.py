@@ -2,6 +2,7 @@
 
     python -m gn_mm variants [--arch sm_90a] [--compile] [--json]
     python -m gn_mm bench [--variants bf16,s8] [--shapes square|llm|all] [--quick] [--out stem]   (GPU)
+    python -m gn_mm sol [--dtypes bf16,s8] [--sizes 4096,8192] [--quick] [--out stem]             (GPU)
     python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
 """
 
@@ -16,7 +17,7 @@ from . import microbench, runtime, sass, sm80_mm
 from .errors import ArchError
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates
-from .variant_table import MMA_SYNC, find, variants
+from .variant_table import MMA_SYNC, find_path, variants
 
 
 def _progress(iterable, total: int, desc: str):
@@ -79,14 +80,14 @@ def cmd_compile(args) -> int:
 
 def _variant_sass(row: dict, arch: Arch) -> dict:
     """Compile the variant's instruction microbenchmark for `arch` and read what the SASS runs."""
-    v = find(row["a"], row["b"], row["acc"])
+    v = find_path(row["a"], row["b"], row["acc"], row["path"])
     built = runtime.build(microbench.spec(v, arch), backend="bindings")
     text = sass.disassemble(built.cubin)
     mix = sass.tensor_core_mix(text) if text is not None else None
     st = built.ptxas
     return {**row, "arch": arch.name, "compile_s": round(built.meta["seconds"], 3), "registers": st.registers,
             "spills": bool(st.spills), "sass_ops": dict(mix) if mix is not None else "unknown",
-            "sass": sass.classify(v.a, mix) if mix is not None else "unknown (no cuobjdump/nvdisasm)"}
+            "sass": sass.classify(v.a, mix, v.path) if mix is not None else "unknown (no cuobjdump/nvdisasm)"}
 
 
 def cmd_variants(args) -> int:
@@ -111,11 +112,11 @@ def cmd_variants(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
-    head = f"{'arch':7} {'A x B':11} {'acc':4} {'outputs':20} {'instruction':58} {'min':6}"
+    head = f"{'arch':7} {'A x B':11} {'acc':4} {'outputs':20} {'instruction':60} {'min':6}"
     print(head + ("  compile regs  SASS" if args.compile else "  emulated"))
     for r in rows:
         line = (f"{r['arch']:7} {r['a'] + ' x ' + r['b']:11} {r['acc']:4} {','.join(r['outs']):20} "
-                f"{r['instr']:58} {r['min_arch']:6}")
+                f"{r['instr']:60} {r['min_arch']:6}")
         if args.compile:
             ops = r["sass_ops"] if isinstance(r["sass_ops"], str) else ",".join(sorted(r["sass_ops"]))
             line += f"  {r['compile_s']:6.2f} {r['registers']!s:>4}  {r['sass']}: {ops}"
@@ -131,10 +132,16 @@ def main(argv=None) -> int:
         from .bench import main as bench_main
 
         return bench_main(argv[1:])
+    if argv[:1] == ["sol"]:  # and these with the speed-of-light table (gn_mm/sol.py)
+        from .sol import main as sol_main
+
+        return sol_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m gn_mm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("bench", help="time gn_mm against torch peers per variant (needs a GPU); "
                                  "python -m gn_mm bench --help")
+    sub.add_parser("sol", help="speed of light per dtype: datasheet, instruction ceilings, best gn_mm and vendor "
+                               "matmul, bandwidth (needs a GPU); python -m gn_mm sol --help")
     p = sub.add_parser("variants", help="the MMA variant table for the current GPU or a named arch; with "
                                         "--compile, each variant compiled (no GPU needed) and its SASS checked")
     p.add_argument("--arch", default="", help="e.g. sm_90a or sm_80,sm_89 (default: the current GPU)")

@@ -34,3 +34,39 @@ def bench_chart(result: dict, path: str) -> str | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def sol_chart(result: dict, path: str) -> str | None:
+    """Grouped bars per dtype: datasheet, instruction ceilings, best gn_mm, best vendor (log scale: int4 and
+    fp8 differ 50x). Returns the path, or None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = result["rows"]
+    series = [("datasheet", "datasheet"), ("mma.sync_ceiling", "mma.sync ceiling"),
+              ("wgmma_ceiling", "wgmma ceiling"), ("gn_mm", "gn_mm best"), ("vendor_tflops", "vendor best")]
+    series = [(k, label) for k, label in series if any(r.get(k) for r in rows)]
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(rows)), 4.2))
+    width = 0.8 / max(1, len(series))
+    for i, (key, label) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(rows))]
+        values = [r.get(key) or 0 for r in rows]
+        bars = ax.bar(xs, values, width=width, label=label)
+        ax.bar_label(bars, [f"{v:.0f}" if v else "" for v in values], fontsize=6, rotation=90, padding=2)
+    ax.set_xticks(range(len(rows)), [r["dtype"] for r in rows])
+    ax.margins(y=0.25)
+    ax.set_yscale("log")
+    ax.set_ylabel("TFLOP/s (TOPS for integers), log scale")
+    env, sheet = result.get("environment", {}), result.get("datasheet")
+    bw = result.get("bandwidth")
+    ax.set_title(f"Speed of light on {env.get('gpu', '?')}" + (f"; copy {bw['gbs']:.0f} GB/s" if bw else "")
+                 + ("" if sheet else " (datasheet: unknown GPU)"), fontsize=9)
+    ax.legend(fontsize=7, ncol=len(series), loc="upper center", bbox_to_anchor=(0.5, -0.08), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

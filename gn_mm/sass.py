@@ -11,9 +11,14 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-# SASS opcode (with its shape) that executes each input type natively on sm_80+.
-NATIVE_OPCODE = {"bf16": "HMMA.16816", "f16": "HMMA.16816", "tf32": "HMMA.1688", "e4m3": "QMMA.16832",
-                 "e5m2": "QMMA.16832", "s8": "IMMA.16832", "u8": "IMMA.16832", "s4": "IMMA.16864", "u4": "IMMA.16864"}
+# SASS opcode (with its shape) that executes each input type natively: mma.sync on sm_80+, wgmma on sm_90a.
+NATIVE_OPCODE = {
+    "mma.sync": {"bf16": "HMMA.16816", "f16": "HMMA.16816", "tf32": "HMMA.1688", "e4m3": "QMMA.16832",
+                 "e5m2": "QMMA.16832", "s8": "IMMA.16832", "u8": "IMMA.16832", "s4": "IMMA.16864",
+                 "u4": "IMMA.16864"},
+    "wgmma": {"bf16": "HGMMA.64x256x16", "f16": "HGMMA.64x256x16", "tf32": "HGMMA.64x256x8", "e4m3": "QGMMA.64x256x32",
+              "e5m2": "QGMMA.64x256x32", "s8": "IGMMA.64x256x32", "u8": "IGMMA.64x256x32"},
+}
 _OPS = re.compile(r"\b((?:HMMA|IMMA|QMMA|HGMMA|IGMMA|QGMMA|F2FP|I2IP)[.\w]*)")
 
 
@@ -50,9 +55,9 @@ def tensor_core_mix(sass_text: str) -> Counter:
     return Counter(_OPS.findall(sass_text))
 
 
-def classify(a: str, mix: Counter) -> str:
+def classify(a: str, mix: Counter, path: str = "mma.sync") -> str:
     """"native" when the variant's own opcode runs, "emulated" when only other tensor-core opcodes do."""
-    want = NATIVE_OPCODE[a]
+    want = NATIVE_OPCODE[path][a]
     if any(op.startswith(want) for op in mix):
         return "native"
     return "emulated" if mix else "no tensor-core instruction"

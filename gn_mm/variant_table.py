@@ -1,7 +1,9 @@
-"""The MMA variant table: every (TypeA, TypeB, TypeAcc) the kernels implement, as data.
+"""The MMA variant table: every (TypeA, TypeB, TypeAcc) tensor-core instruction, as data.
 
-Each row says which output types it may produce, the exact PTX instruction, the minimum architecture and
-the architectures where the hardware compiler emulates the instruction (it is still correct there).
+Each row says which output types it may produce, the exact PTX instruction, the architectures that have it
+and those where the hardware compiler emulates it (it is still correct there). `MMA_SYNC` rows are what
+`gn_mm.mm` runs (the sm80_mm kernel); `WGMMA` rows are Hopper's warpgroup instructions (sm_90a only),
+measured by the instruction microbenchmark.
 """
 
 from __future__ import annotations
@@ -24,6 +26,17 @@ _MMA_SYNC_FAMILIES = (
     (("tf32",), "f32", ("f32",), "m16n8k8", 80, ()),
 )
 
+# wgmma (sm_90a): same type families, k covers 32 bytes; N = 8..256 (the microbenchmark uses 256). No s4/u4.
+_WGMMA_FAMILIES = (
+    (("bf16",), "f32", ("bf16", "f32"), "m64nNk16"),
+    (("f16",), "f32", ("f16", "bf16", "f32"), "m64nNk16"),
+    (("f16",), "f16", ("f16",), "m64nNk16"),
+    (("e4m3", "e5m2"), "f32", ("bf16", "f16", "f32"), "m64nNk32"),
+    (("e4m3", "e5m2"), "f16", ("f16",), "m64nNk32"),
+    (("s8", "u8"), "s32", ("s32", "bf16", "f16", "f32"), "m64nNk32"),
+    (("tf32",), "f32", ("f32",), "m64nNk8"),
+)
+
 # Variants whose epilogue may apply fp32 scales (per tensor / row of A / column of B).
 SCALED_TYPES = ("e4m3", "e5m2", "s8", "u8")
 
@@ -38,6 +51,7 @@ class Variant:
     min_arch: int
     emulated_on: tuple[int, ...]
     path: str = "mma.sync"
+    only_arch: int | None = None  # wgmma exists on sm_90a alone (Blackwell has other instructions)
 
     @property
     def name(self) -> str:
@@ -45,8 +59,41 @@ class Variant:
 
     @property
     def instr(self) -> str:
+        """The PTX instruction (wgmma: with N left open, as `m64nNk16`)."""
+        return self.ptx()
+
+    def ptx(self, n: int | None = None) -> str:
+        """The PTX instruction; for wgmma with N = n filled in."""
         sat = ".satfinite" if self.acc == "s32" else ""
+        if self.path == "wgmma":
+            shape = self.shape if n is None else self.shape.replace("N", str(n))
+            return f"wgmma.mma_async.sync.aligned.{shape}{sat}.{self.acc}.{self.a}.{self.b}"
         return f"mma.sync.aligned.{self.shape}.row.col{sat}.{self.acc}.{self.a}.{self.b}.{self.acc}"
+
+    @property
+    def k(self) -> int:
+        return int(self.shape.rsplit("k", 1)[1])
+
+    @property
+    def tile(self) -> tuple[int, int]:
+        """(M, N) of one instruction (wgmma: N = 256, the largest)."""
+        m, n = self.shape[1:].split("k")[0].split("n")
+        return int(m), 256 if n == "N" else int(n)
+
+    @property
+    def arch_name(self) -> str:
+        return "sm_90a" if self.path == "wgmma" else f"sm_{self.min_arch}"
+
+    def arch_error(self, arch) -> str | None:
+        """Why `arch` (an Arch) cannot run this variant, or None."""
+        if self.only_arch is not None and arch.cc != self.only_arch:
+            return f"{self.name} ({self.path}) exists on sm_{self.only_arch}a only; the target is {arch.name}"
+        if arch.cc < self.min_arch:
+            return f"{self.name} needs sm_{self.min_arch} or newer; the target is {arch.name}"
+        return None
+
+    def runs_on(self, cc: int) -> bool:
+        return cc >= self.min_arch and (self.only_arch is None or cc == self.only_arch)
 
     @property
     def acc_bits(self) -> int:
@@ -65,7 +112,16 @@ def _expand() -> tuple[Variant, ...]:
     return tuple(rows)
 
 
+def _expand_wgmma() -> tuple[Variant, ...]:
+    rows = []
+    for types, acc, outs, shape in _WGMMA_FAMILIES:
+        for a, b in itertools.product(types, types):
+            rows.append(Variant(a, b, acc, outs, shape, 90, (), "wgmma", 90))
+    return tuple(rows)
+
+
 MMA_SYNC = _expand()
+WGMMA = _expand_wgmma()
 _BY_KEY = {(v.a, v.b, v.acc): v for v in MMA_SYNC}
 
 
@@ -84,12 +140,30 @@ def supported_pairs() -> str:
     return ", ".join(sorted({f"{v.a} x {v.b}" for v in MMA_SYNC}))
 
 
+def find_path(a: str, b: str, acc: str, path: str) -> Variant:
+    """The variant of `path` ("mma.sync" or "wgmma") for this triple; KeyError when that path lacks it."""
+    for v in MMA_SYNC + WGMMA:
+        if (v.a, v.b, v.acc, v.path) == (a, b, acc, path):
+            return v
+    raise KeyError(f"no {path} variant {a}x{b}->{acc}")
+
+
+def require_arch(variant: Variant, arch) -> None:
+    """ArchError naming the minimum when `arch` cannot run `variant`."""
+    from .errors import ArchError
+
+    why = variant.arch_error(arch)
+    if why:
+        raise ArchError(why)
+
+
 def variants(arch=None) -> list[dict]:
     """Every MMA variant as data: A and B types, accumulator, allowed outputs, the PTX instruction and its
-    shape, the path, the minimum architecture, and whether `arch` emulates it.
+    shape, the path (`mma.sync` for sm_80+, `wgmma` for sm_90a), the minimum architecture, whether `arch`
+    emulates it, and whether `gn_mm.mm` runs it (`used_by_mm`).
 
     arch: "sm_90a", an Arch, or None for the current GPU (every variant, unfiltered, without one).
-    Variants `arch` cannot run are left out.
+    Variants `arch` cannot run are left out (wgmma exists on sm_90 only).
     """
     from .arch import Arch
 
@@ -100,11 +174,12 @@ def variants(arch=None) -> list[dict]:
 
         arch = Arch.of_device() if torch.cuda.is_available() else None
     rows = []
-    for v in MMA_SYNC:
-        if arch is not None and arch.cc < v.min_arch:
+    for v in MMA_SYNC + WGMMA:
+        if arch is not None and not v.runs_on(arch.cc):
             continue
         rows.append({"a": v.a, "b": v.b, "acc": v.acc, "outs": list(v.outs), "path": v.path, "instr": v.instr,
-                     "shape": v.shape, "min_arch": f"sm_{v.min_arch}",
+                     "shape": v.shape, "min_arch": v.arch_name,
                      "emulated_on": [f"sm_{c}" for c in v.emulated_on],
-                     "emulated": None if arch is None else arch.cc in v.emulated_on})
+                     "emulated": None if arch is None else arch.cc in v.emulated_on,
+                     "used_by_mm": v.path == "mma.sync"})
     return rows

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [bench] [sanitize] [tune] [sanity]     (default: tests bench)
+#   bash scripts/gpu_check.sh [tests] [bench] [sol] [sol_quick] [sanitize] [tune] [sanity]   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -32,6 +32,10 @@ for step in $steps; do
         compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py 2>&1 \
           | tee "$OUT/sanitize_$tool.log" | tail -4 || status=1
       done ;;
+    sol)
+      python3 -m gn_mm sol --out "$OUT/sol" 2>&1 | tail -30 || status=1 ;;
+    sol_quick)
+      time python3 -m gn_mm sol --quick --out "$OUT/sol_quick" 2>&1 | tail -30 || status=1 ;;
     sanity)
       python3 scripts/mma_sass.py --out "$OUT/mma_sass" 2>&1 | tail -40 || status=1 ;;
   esac
