@@ -21,7 +21,7 @@ constexpr int MIN_BLOCKS = 1;  // __launch_bounds__ hint (0: none); see gn_mm/sm
 // ---- kernel ----
 #include "ptx/copy.cuh"
 #include "ptx/mma.cuh"
-#include "ptx/store.cuh"
+#include "epilogue.cuh"
 
 namespace sm80 {
 
@@ -115,71 +115,17 @@ GN_DEVICE void raster(int M, int N, int& tile_m, int& tile_n) {
   tile_n = (pid % width) / group_rows;
 }
 
-// Scales, bias and the masked store of two adjacent outputs of one row, for output kind OUT.
-template <int OUT>
-struct Epilogue {
-  u8* C;
-  const float *scale_a, *scale_b, *bias;
-  int M, N, ldc, scale_a_mode, scale_b_mode, has_bias;
-  bool pair_ok;  // two-column vector stores need an even row stride and a pair-aligned base (out= views)
-
-  GN_DEVICE static bool pairs_aligned(const u8* c, int ldc) {
-    return (ldc % 2) == 0 && ((u64)c % (2 * Store<OUT>::BYTES)) == 0;
+// Half H of one accumulator fragment: row g (H = 0) or g + 8 (H = 1), columns 2t and 2t + 1.
+template <int H, class Ep>
+GN_DEVICE void store_half(const Ep& ep, const AccReg (&d)[MmaOp::REGS], int row, int col) {
+  if constexpr (GN_ACC_KIND == GN_ACC_S32) {
+    ep.store2(row, col, (int)d[2 * H], (int)d[2 * H + 1]);
+  } else {
+    float v0, v1;
+    MmaOp::pair(d, H, v0, v1);
+    ep.store2(row, col, v0, v1);
   }
-
-  // v0, v1: float, or int for integer results (kept exact for int32 outputs).
-  template <class V>
-  GN_DEVICE void store2(int row, int col, V v0, V v1) const {
-    typedef Store<OUT> St;
-    if (row >= M || col >= N) return;
-    const bool two = col + 1 < N;
-    u8* p = C + ((i64)row * ldc + col) * St::BYTES;
-    if constexpr (OUT == GN_OUT_S32) {
-      if (two && pair_ok) {
-        St::two(p, (int)v0, (int)v1);
-      } else {
-        St::one(p, (int)v0);
-        if (two) St::one(p + St::BYTES, (int)v1);
-      }
-    } else {
-      float f0 = (float)v0, f1 = (float)v1;
-      if (scale_a_mode) {
-        const float sa = scale_a[scale_a_mode == 2 ? row : 0];
-        f0 *= sa;
-        f1 *= sa;
-      }
-      if (scale_b_mode == 1) {
-        f0 *= scale_b[0];
-        f1 *= scale_b[0];
-      } else if (scale_b_mode == 2) {
-        f0 *= scale_b[col];
-        if (two) f1 *= scale_b[col + 1];
-      }
-      if (has_bias) {
-        f0 += bias[col];
-        if (two) f1 += bias[col + 1];
-      }
-      if (two && pair_ok) {
-        St::two(p, f0, f1);
-      } else {
-        St::one(p, f0);
-        if (two) St::one(p + St::BYTES, f1);
-      }
-    }
-  }
-
-  // Half H of one accumulator fragment: row g (H = 0) or g + 8 (H = 1), columns 2t and 2t + 1.
-  template <int H>
-  GN_DEVICE void half(const AccReg (&d)[MmaOp::REGS], int row, int col) const {
-    if constexpr (GN_ACC_KIND == GN_ACC_S32) {
-      store2(row, col, (int)d[2 * H], (int)d[2 * H + 1]);
-    } else {
-      float v0, v1;
-      MmaOp::pair(d, H, v0, v1);
-      store2(row, col, v0, v1);
-    }
-  }
-};
+}
 
 // Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise.
 constexpr int PARTIAL_KIND = GN_ACC_KIND == GN_ACC_S32 ? GN_OUT_S32 : GN_OUT_F32;
@@ -191,8 +137,8 @@ template <int F, class Ep>
 GN_DEVICE void store_fragments(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::REGS], int row0, int col0) {
   if constexpr (F < MI * NI) {
     constexpr int i = F / NI, j = F % NI;
-    ep.template half<0>(acc[i][j], row0 + i * 16, col0 + j * 8);
-    ep.template half<1>(acc[i][j], row0 + i * 16 + 8, col0 + j * 8);
+    store_half<0>(ep, acc[i][j], row0 + i * 16, col0 + j * 8);
+    store_half<1>(ep, acc[i][j], row0 + i * 16 + 8, col0 + j * 8);
     store_fragments<F + 1>(ep, acc, row0, col0);
   }
 }

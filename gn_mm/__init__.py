@@ -9,11 +9,12 @@
 from ._version import __version__
 from .api import mm
 from .config import SM80_CONFIGS, Sm80Config
+from .sm90_config import SM90_CONFIGS, Sm90Config
 from .errors import ArchError, CompileError, GnMmError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor, pack_int4, unpack_int4
 from .variant_table import MMA_SYNC, Variant, variants
 
 __all__ = [
-    "__version__", "mm", "Sm80Config", "SM80_CONFIGS", "Int4Tensor", "pack_int4", "unpack_int4",
+    "__version__", "mm", "Sm80Config", "SM80_CONFIGS", "Sm90Config", "SM90_CONFIGS", "Int4Tensor", "pack_int4", "unpack_int4",
     "Variant", "MMA_SYNC", "variants", "GnMmError", "UnsupportedError", "LayoutError", "ArchError", "CompileError",
 ]

@@ -1,4 +1,5 @@
-"""gn_mm.mm: the public matmul. Validates, picks a variant and a config, and launches sm80_mm."""
+"""gn_mm.mm: the public matmul. Validates, picks a variant, a kernel family (sm90_mm with wgmma on sm_90,
+sm80_mm with mma.sync elsewhere) and a config, and launches it."""
 
 from __future__ import annotations
 
@@ -7,21 +8,22 @@ from dataclasses import dataclass
 
 import torch
 
-from . import runtime, sm80_mm
+from . import runtime, sm80_mm, sm90_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .variant_table import Variant, find
+from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90
+from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
-_CONFIG_BY_NAME = {c.name: c for c in SM80_CONFIGS}
+_CONFIG_BY_NAME = {c.name: c for c in SM80_CONFIGS + SM90_CONFIGS}
 
 
 def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | None = None,
        scale_a: torch.Tensor | None = None, scale_b: torch.Tensor | None = None,
-       bias: torch.Tensor | None = None, config: Sm80Config | str | None = None,
+       bias: torch.Tensor | None = None, config: Sm80Config | Sm90Config | str | None = None,
        splits: int | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """C = A @ B on the tensor cores, with `torch.mm` semantics: a [M, K], b [K, N] -> [M, N].
 
@@ -34,9 +36,10 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     scale_a / scale_b: fp8 and int8 only; fp32 scalars ([] or [1]), per row of A ([M]) or per column of
       B ([N]); out = (A @ B) * scale_a * scale_b + bias, computed in fp32.
     bias: [N], any float output.
-    config: a gn_mm.Sm80Config or its name, to override the heuristic.
-    splits: K splits (split-K) to override the heuristic, which splits only when the output tiles cannot
-      fill the GPU; never with f16 accumulation.
+    config: a gn_mm.Sm90Config (wgmma, sm_90 only) or gn_mm.Sm80Config (mma.sync), or its name, to override
+      the heuristic; the config's family is the kernel that runs.
+    splits: K splits (split-K, mma.sync path) to override the heuristic, which splits only when the output
+      tiles cannot fill the GPU; never with f16 accumulation.
     out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
 
     Fast path: both operands K-contiguous (b passed as w.t() of an [N, K] weight). Other layouts are copied
@@ -78,10 +81,10 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
     if gpu.index == torch.cuda.current_device():
-        sm80_mm.launch(plan, a_store, b_store, c, **args)
+        plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
         with torch.cuda.device(gpu.index):
-            sm80_mm.launch(plan, a_store, b_store, c, **args)
+            plan.launch(a_store, b_store, c, **args)
     return c
 
 
@@ -103,8 +106,16 @@ def _gpu(index: int) -> _Gpu:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits) -> sm80_mm.Plan:
-    """Config, split count and loaded kernels for one problem signature (cached: the hot path is a lookup)."""
+def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits):
+    """Kernel family, config, split count and loaded kernels for one problem signature (cached: the hot
+    path is a lookup)."""
+    if isinstance(config, str) and config in _CONFIG_BY_NAME:
+        config = _CONFIG_BY_NAME[config]
+    wgmma = _wgmma_twin(variant, gpu, config, splits)
+    if wgmma is not None:
+        cfg = config or choose_sm90(m, n, gpu.sm_count)
+        cfg.check(gpu.smem_limit)
+        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, gpu.sm_count, torch.device("cuda", gpu.index))
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
@@ -113,6 +124,24 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 
 
 runtime.on_clear.append(_plan.cache_clear)
+
+
+def _wgmma_twin(variant: Variant, gpu: _Gpu, config, splits) -> Variant | None:
+    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config or split-K is asked for."""
+    if isinstance(config, Sm90Config):
+        if gpu.arch.cc != 90:
+            raise ArchError(f"config: {config.name} is a wgmma config, which needs sm_90; {gpu.name} is "
+                            f"{gpu.arch.name}")
+        if splits not in (None, 1):
+            raise UnsupportedError(f"splits: the wgmma path ({config.name}) does not split K; pass an Sm80Config")
+    elif config is not None or splits not in (None, 1) or gpu.arch.cc != 90:
+        return None
+    try:
+        return find_path(variant.a, variant.b, variant.acc, "wgmma")
+    except KeyError:  # int4: no Hopper instruction
+        if isinstance(config, Sm90Config):
+            raise UnsupportedError(f"config: {variant.name} has no wgmma instruction; pass an Sm80Config") from None
+        return None
 
 
 def _elem(x, name: str) -> Elem:

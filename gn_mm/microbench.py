@@ -38,11 +38,6 @@ LOOPS = {
 WGMMA_N = 256  # the widest wgmma: the fewest instructions per flop
 
 
-# PTX immediates after scale-d: imm-scale-a/b (+ imm-trans-a/b for 16-bit types); integers take none.
-_WGMMA_IMM = {"bf16": ", 1, 1, 0, 0", "f16": ", 1, 1, 0, 0", "e4m3": ", 1, 1", "e5m2": ", 1, 1", "tf32": ", 1, 1",
-              "s8": "", "u8": ""}
-
-
 def default_loop(variant: Variant) -> str:
     return "wgmma" if variant.path == "wgmma" else "registers"
 
@@ -54,9 +49,7 @@ def spec(variant: Variant, arch: Arch, loop: str | None = None) -> runtime.Kerne
     lp = LOOPS[loop]
     params = {"variant_name": variant.name, "acc_kind": ACC_KIND[variant.acc]}
     if variant.path == "wgmma":
-        regs = WGMMA_N // (4 if variant.acc == "f16" else 2)
-        params.update(instr=variant.ptx(WGMMA_N), regs=regs, reg="f" if variant.acc == "f32" else "r",
-                      imm=_WGMMA_IMM[variant.a])
+        params.update(variant.wgmma_operands(WGMMA_N))
         target = Arch(arch.cc, "a")  # wgmma is an arch-specific (sm_90a) feature
     else:
         params["instr"] = variant.instr

@@ -152,18 +152,24 @@ def _driver():
 
 def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
     """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
-    pointers, ints as 32-bit ints. The ctypes parameter block is built once per kernel and argument kinds
-    (per thread) and refilled in place: this is the hot path of every small matmul."""
-    kinds = tuple(isinstance(a, torch.Tensor) for a in args)
+    pointers, ints as 32-bit ints, ctypes objects (a TMA descriptor) by value. The ctypes parameter block is
+    built once per kernel and argument kinds (per thread) and refilled in place: this is the hot path of every
+    small matmul."""
+    kinds = tuple(1 if isinstance(a, torch.Tensor) else 0 if isinstance(a, int) else type(a) for a in args)
     cache = _param_blocks.__dict__
     block_ = cache.get((handle.func.value, kinds))
     if block_ is None:
-        values = [ctypes.c_void_p() if k else ctypes.c_int() for k in kinds]
+        values = [ctypes.c_void_p() if k == 1 else ctypes.c_int() if k == 0 else k() for k in kinds]
         params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
         block_ = cache[(handle.func.value, kinds)] = (values, params)
     values, params = block_
     for v, a, k in zip(values, args, kinds):
-        v.value = a.data_ptr() if k else a
+        if k == 1:
+            v.value = a.data_ptr()
+        elif k == 0:
+            v.value = a
+        else:
+            ctypes.memmove(ctypes.addressof(v), ctypes.addressof(a), ctypes.sizeof(v))
     err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                    shared_mem, _current_stream(), params, None)
     if err:

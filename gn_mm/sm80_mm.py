@@ -58,6 +58,9 @@ class Plan:
         reduce = runtime.kernel(s, device, "sm80_mm_reduce") if splits > 1 else None
         return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce)
 
+    def launch(self, a, b, c, **kw) -> None:
+        launch(self, a, b, c, **kw)
+
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
            lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None = None,

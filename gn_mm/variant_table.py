@@ -37,6 +37,10 @@ _WGMMA_FAMILIES = (
     (("tf32",), "f32", ("f32",), "m64nNk8"),
 )
 
+# wgmma immediates after scale-d: imm-scale-a/b, plus imm-trans-a/b for 16-bit types; integers take none.
+_WGMMA_IMM = {"bf16": ", 1, 1, 0, 0", "f16": ", 1, 1, 0, 0", "e4m3": ", 1, 1", "e5m2": ", 1, 1", "tf32": ", 1, 1",
+              "s8": "", "u8": ""}
+
 # Variants whose epilogue may apply fp32 scales (per tensor / row of A / column of B).
 SCALED_TYPES = ("e4m3", "e5m2", "s8", "u8")
 
@@ -69,6 +73,13 @@ class Variant:
             shape = self.shape if n is None else self.shape.replace("N", str(n))
             return f"wgmma.mma_async.sync.aligned.{shape}{sat}.{self.acc}.{self.a}.{self.b}"
         return f"mma.sync.aligned.{self.shape}.row.col{sat}.{self.acc}.{self.a}.{self.b}.{self.acc}"
+
+    def wgmma_operands(self, n: int) -> dict:
+        """What codegen/wgmma.j2 needs for an m64n{n} wgmma: instruction, accumulator registers per thread,
+        their asm constraint and the immediates."""
+        assert self.path == "wgmma", self.name
+        return {"instr": self.ptx(n), "regs": n // (4 if self.acc == "f16" else 2),
+                "reg": "f" if self.acc == "f32" else "r", "imm": _WGMMA_IMM[self.a]}
 
     @property
     def k(self) -> int:

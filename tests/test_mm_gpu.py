@@ -1,17 +1,30 @@
 """GPU tier: every variant and output against a float64 (floats) or exact (integers) reference.
 
 Inputs are fresh random data, outputs are poisoned before launch, the K padding of every operand is filled
-with garbage (a kernel that reads past K fails), and shapes are ragged in every dimension.
+with garbage (a kernel that reads past K fails), and shapes are ragged in every dimension. On sm_90 every
+test runs twice: on the default path (sm90_mm, wgmma) and with the mma.sync path forced (sm80_mm).
 """
 
 import pytest
 import torch
 
 import gn_mm
-from gn_mm import runtime, variant_table as variants
+from gn_mm import api, runtime, variant_table as variants
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
 
 pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(params=["default", "mma.sync"], autouse=True)
+def path(request, monkeypatch):
+    """Which kernel family gn_mm.mm runs: its default, or mma.sync even where wgmma exists (sm_90)."""
+    if request.param == "mma.sync":
+        if torch.cuda.get_device_capability() != (9, 0):
+            pytest.skip("mma.sync is already the default path on this GPU")
+        monkeypatch.setattr(api, "_wgmma_twin", lambda *args: None)
+    api._plan.cache_clear()
+    yield request.param
+    api._plan.cache_clear()
 
 SHAPES = [(1, 1, 1), (1, 1000, 128), (7, 17, 1000), (17, 127, 7), (127, 7, 17), (1000, 1, 33), (129, 257, 300),
           (1000, 1000, 1000), (300, 520, 4096)]

@@ -1,0 +1,44 @@
+// TMA bulk-tensor loads and mbarriers (sm_90+): the producer/consumer handshake of the Hopper kernels.
+#pragma once
+#include "../common.cuh"
+
+// A CUtensorMap, opaque to the device: 128 bytes, 64-byte aligned, built on the host
+// (gn_mm/tma.py: cuTensorMapEncodeTiled) and passed as a __grid_constant__ kernel parameter.
+struct __align__(64) TmaDesc { u64 opaque[16]; };
+
+GN_DEVICE void mbar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Make barrier initialisation visible to the async proxy (TMA) before any use.
+GN_DEVICE void mbar_fence_init() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+// Producer: this phase completes after one arrival plus `bytes` bytes of TMA transactions.
+GN_DEVICE void mbar_arrive_expect_tx(u32 bar, u32 bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+GN_DEVICE void mbar_arrive(u32 bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+// Spin until the phase with this parity has completed.
+GN_DEVICE void mbar_wait(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+
+// One 2-D box (x = byte offset along K, y = row) of the tensor map into shared memory; completion is
+// counted in bytes on `bar`. Out-of-range parts of the box arrive as zeros.
+GN_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int x, int y, u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(dst), "l"((u64)map), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+GN_DEVICE void tma_prefetch_desc(const TmaDesc* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
+}
+
+// Warp-specialised register budgets (needs __launch_bounds__ with a block count, or ptxas ignores it).
+template <int REGS> GN_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
+template <int REGS> GN_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS)); }

@@ -1,0 +1,82 @@
+"""Tile configurations of the sm90_mm (wgmma + TMA) kernel as data, and the function that picks one.
+
+A CTA is one producer warpgroup plus BLOCK_M / 64 consumer warpgroups, persistent over the tiles. K moves
+128 bytes per pipeline stage (one 128-byte swizzle row: 64 bf16, 128 fp8/int8, 32 tf32 values).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from .errors import LayoutError
+
+SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
+ROW_BYTES = 128
+
+
+@dataclass(frozen=True)
+class Sm90Config:
+    block_m: int    # 64 or 128: one m64 wgmma row block per consumer warpgroup
+    block_n: int    # wgmma N: multiple of 16, <= 256
+    stages: int
+    group_m: int = 8
+
+    @property
+    def name(self) -> str:
+        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}"
+
+    @classmethod
+    def parse(cls, name: str) -> "Sm90Config":
+        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?", name.strip())
+        if not m:
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8")
+        bm, bn, st, g = m.groups()
+        return cls(int(bm), int(bn), int(st), int(g or 8))
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.block_m // 64)
+
+    @property
+    def smem_bytes(self) -> int:
+        # stages of A and B tiles, 1 KB of alignment slack, two mbarriers per stage
+        return self.stages * (self.block_m + self.block_n) * ROW_BYTES + 1024 + 16 * self.stages
+
+    def check(self, smem_limit: int = SMEM_LIMIT) -> None:
+        problems = []
+        if self.block_m not in (64, 128):
+            problems.append("block_m must be 64 or 128")
+        if self.block_n % 16 or not 16 <= self.block_n <= 256:
+            problems.append("block_n must be a multiple of 16 in [16, 256]")
+        if self.stages < 2:
+            problems.append("stages must be >= 2")
+        if self.group_m < 1:
+            problems.append("group_m must be >= 1")
+        if self.smem_bytes > smem_limit:
+            problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
+        if problems:
+            raise LayoutError(f"config {self.name}: " + "; ".join(problems))
+
+
+def deepest(block_m: int, block_n: int, group_m: int = 8, smem_limit: int = SMEM_LIMIT, cap: int = 8) -> Sm90Config:
+    """The config with as many stages as shared memory holds (more stages hide more TMA latency)."""
+    stages = cap
+    while Sm90Config(block_m, block_n, stages, group_m).smem_bytes > smem_limit:
+        stages -= 1
+    return Sm90Config(block_m, block_n, stages, group_m)
+
+
+# Tile shapes in order of preference: the heuristic takes the first whose tile count fills the GPU.
+SM90_TILES = ((128, 256), (128, 128), (64, 128))
+SM90_CONFIGS = tuple(deepest(bm, bn) for bm, bn in SM90_TILES)
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
+    """Largest tile that still gives every SM a tile (or the smallest one when none does)."""
+    for cfg in SM90_CONFIGS:
+        if -(-m // cfg.block_m) * -(-n // cfg.block_n) >= sm_count:
+            return cfg
+    return SM90_CONFIGS[-1]

@@ -1,0 +1,55 @@
+"""TMA tensor maps (CUtensorMap) for the Hopper kernels, encoded on the host through the CUDA driver.
+
+The kernels read every operand as bytes: a map covers a [rows, k_bytes] matrix whose rows are `row_stride`
+bytes apart, in boxes of 128 bytes of K x `box_rows` rows, 128-byte swizzled (what wgmma's K-major
+descriptors expect). Out-of-range parts of a box arrive as zeros: ragged M, N and K need no masking in the
+main loop.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+from .errors import LayoutError
+
+_UINT8, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO = 0, 0, 3, 3, 0
+BOX_BYTES = 128
+
+
+class TensorMap(ctypes.Structure):
+    _fields_ = [("opaque", ctypes.c_uint64 * 16)]
+
+
+_encode = None
+
+
+def _encoder():
+    global _encode
+    if _encode is None:
+        from .runtime import _driver
+
+        fn = _driver().cuTensorMapEncodeTiled
+        fn.argtypes = [ctypes.POINTER(TensorMap), ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p,
+                       ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_uint64),
+                       ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint32),
+                       ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+        fn.restype = ctypes.c_int
+        _encode = fn
+    return _encode
+
+
+def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand") -> TensorMap:
+    """Tensor map of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`."""
+    if ptr % 16 or row_stride % 16:
+        raise LayoutError(f"{name}: TMA needs a 16-byte aligned address and row stride (got {ptr % 16}, {row_stride})")
+    tmap = TensorMap()
+    dims = (ctypes.c_uint64 * 2)(k_bytes, rows)
+    strides = (ctypes.c_uint64 * 1)(row_stride)
+    box = (ctypes.c_uint32 * 2)(BOX_BYTES, box_rows)
+    steps = (ctypes.c_uint32 * 2)(1, 1)
+    err = _encoder()(ctypes.byref(tmap), _UINT8, 2, ptr, dims, strides, box, steps, _INTERLEAVE_NONE,
+                     _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO)
+    if err:
+        raise LayoutError(f"{name}: cuTensorMapEncodeTiled failed (CUDA error {err}) for {rows} rows x {k_bytes} "
+                          f"bytes, row stride {row_stride}")
+    return tmap

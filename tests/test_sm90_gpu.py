@@ -1,0 +1,83 @@
+"""GPU tier, Hopper: the wgmma + TMA kernel (sm90_mm) on every config, against float64 / exact references,
+across tiles shared by persistent CTAs, and agreeing with the mma.sync path on the same inputs."""
+
+import pytest
+import torch
+
+import gn_mm
+from gn_mm import api, config as sm80_config, variant_table as variants
+from gn_mm.arch import Arch
+from gn_mm.dtypes import BY_NAME, OUT_DTYPES
+from gn_mm.sm90_config import SM90_CONFIGS
+
+from test_mm_gpu import INPUT_TOL, _check, _poison, _rand
+
+pytestmark = [pytest.mark.gpu]
+
+
+@pytest.fixture(autouse=True)
+def _hopper():
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("sm90_mm needs an sm_90 GPU")
+
+
+COMBOS = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f32", "f32"), ("f16", "f16", "f16", "f16"),
+          ("e4m3", "e5m2", "f32", "bf16"), ("e5m2", "e5m2", "f16", "f16"), ("s8", "u8", "s32", "s32"),
+          ("u8", "u8", "s32", "f16"), ("tf32", "tf32", "f32", "f32")]
+
+
+@pytest.mark.parametrize("cfg", SM90_CONFIGS, ids=[c.name for c in SM90_CONFIGS])
+@pytest.mark.parametrize("combo", COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in COMBOS])
+@pytest.mark.parametrize("shape", [(1100, 2900, 520), (300, 130, 1000)])
+def test_every_config(cfg, combo, shape):
+    """(1100, 2900): more tiles than SMs, so persistent CTAs run several; every tail is ragged."""
+    a_t, b_t, acc, out = combo
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    if acc == "f16" and a.dtype == torch.float16:  # keep f16 sums well inside range
+        a.mul_(0.25)
+        a64 = a.double()
+    kw, ref = {}, a64 @ w64.t()
+    if a_t in ("e4m3", "u8") and out != "s32":
+        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01
+        bias = torch.randn(n, device=dev)
+        kw.update(scale_a=sa, scale_b=sb, bias=bias)
+        ref = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
+    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
+
+
+WGMMA_OUTS = [(v, out) for v in variants.WGMMA for out in v.outs]
+
+
+@pytest.mark.parametrize("v,out", WGMMA_OUTS, ids=[f"{v.name}->{o}" for v, o in WGMMA_OUTS])
+def test_both_paths_agree(v, out):
+    m, n, k = 257, 390, 1000
+    dev = torch.device("cuda")
+    a, _ = _rand(BY_NAME[v.a], m, k, dev)
+    w, _ = _rand(BY_NAME[v.b], n, k, dev)
+    if v.acc == "f16" and a.dtype == torch.float16:
+        a.mul_(0.25)
+    acc = {"f16": torch.float16, "f32": None, "s32": None}[v.acc]
+    dt = OUT_DTYPES[out]
+    wg = gn_mm.mm(a, w.t(), acc_dtype=acc, out_dtype=dt)
+    sm80 = sm80_config.choose_sm80(m, n, Arch.of_device(), torch.cuda.get_device_properties().multi_processor_count)
+    ms = gn_mm.mm(a, w.t(), acc_dtype=acc, out_dtype=dt, config=sm80)
+    if out == "s32":
+        assert torch.equal(wg, ms)
+    else:
+        err = float((wg.double() - ms.double()).norm() / ms.double().norm())
+        assert err < (3e-2 if v.acc == "f16" else 1e-2), err
+
+
+def test_default_path_is_wgmma_and_int4_stays_on_mma_sync():
+    gpu = api._gpu(torch.cuda.current_device())
+    bf16 = variants.find("bf16", "bf16", "f32")
+    assert api._plan(bf16, "bf16", 4096, 4096, 8192, gpu, None, None).__class__.__module__ == "gn_mm.sm90_mm"
+    s4 = variants.find("s4", "s4", "s32")
+    assert api._plan(s4, "s32", 4096, 4096, 2048, gpu, None, None).__class__.__module__ == "gn_mm.sm80_mm"
+    with pytest.raises(gn_mm.UnsupportedError, match="no wgmma instruction"):
+        api._plan(s4, "s32", 64, 64, 64, gpu, SM90_CONFIGS[0], None)
