@@ -15,44 +15,52 @@ struct Epilogue {
     return (ldc % 2) == 0 && ((u64)c % (2 * Store<OUT>::BYTES)) == 0;
   }
 
-  // v0, v1: float, or int for integer results (kept exact for int32 outputs).
+  // The scale of one row: scale_a (per tensor or this row) times a per-tensor scale_b; 1 without scales.
+  GN_DEVICE float row_scale(int row) const {
+    float s = scale_a_mode ? scale_a[scale_a_mode == 2 ? gn_min(row, M - 1) : 0] : 1.f;
+    return scale_b_mode == 1 ? s * scale_b[0] : s;
+  }
+  // Per-column terms of columns col, col + 1: a per-column scale_b (else 1) and the bias (else 0).
+  GN_DEVICE void column_terms(int col, float& s0, float& s1, float& b0, float& b1) const {
+    const int c0 = gn_min(col, N - 1), c1 = gn_min(col + 1, N - 1);
+    s0 = s1 = 1.f;
+    b0 = b1 = 0.f;
+    if (scale_b_mode == 2) {
+      s0 = scale_b[c0];
+      s1 = scale_b[c1];
+    }
+    if (has_bias) {
+      b0 = bias[c0];
+      b1 = bias[c1];
+    }
+  }
+
+  // The masked store of outputs (row, col) and (row, col + 1), already scaled. V: float, or int for
+  // integer results (kept exact for int32 outputs).
   template <class V>
-  GN_DEVICE void store2(int row, int col, V v0, V v1) const {
+  GN_DEVICE void put2(int row, int col, V v0, V v1) const {
     typedef Store<OUT> St;
     if (row >= M || col >= N) return;
     const bool two = col + 1 < N;
     u8* p = C + ((i64)row * ldc + col) * St::BYTES;
-    if constexpr (OUT == GN_OUT_S32) {
-      if (two && pair_ok) {
-        St::two(p, (int)v0, (int)v1);
-      } else {
-        St::one(p, (int)v0);
-        if (two) St::one(p + St::BYTES, (int)v1);
-      }
+    if (two && pair_ok) {
+      St::two(p, v0, v1);
     } else {
-      float f0 = (float)v0, f1 = (float)v1;
-      if (scale_a_mode) {
-        const float sa = scale_a[scale_a_mode == 2 ? row : 0];
-        f0 *= sa;
-        f1 *= sa;
-      }
-      if (scale_b_mode == 1) {
-        f0 *= scale_b[0];
-        f1 *= scale_b[0];
-      } else if (scale_b_mode == 2) {
-        f0 *= scale_b[col];
-        if (two) f1 *= scale_b[col + 1];
-      }
-      if (has_bias) {
-        f0 += bias[col];
-        if (two) f1 += bias[col + 1];
-      }
-      if (two && pair_ok) {
-        St::two(p, f0, f1);
-      } else {
-        St::one(p, f0);
-        if (two) St::one(p + St::BYTES, f1);
-      }
+      St::one(p, v0);
+      if (two) St::one(p + St::BYTES, v1);
+    }
+  }
+
+  // Raw sums of (row, col), (row, col + 1) -> scales, bias, store.
+  template <class V>
+  GN_DEVICE void store2(int row, int col, V v0, V v1) const {
+    if constexpr (OUT == GN_OUT_S32) {
+      put2(row, col, (int)v0, (int)v1);
+    } else {
+      float s0, s1, b0, b1;
+      column_terms(col, s0, s1, b0, b1);
+      const float r = row_scale(row);
+      put2(row, col, (float)v0 * r * s0 + b0, (float)v1 * r * s1 + b1);
     }
   }
 };

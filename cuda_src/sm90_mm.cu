@@ -9,6 +9,10 @@
 // BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their accumulators through the shared
 // register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
 // next tile while consumers finish the current one.
+//
+// CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
+// A and one half of B, multicast into both CTAs: L2 -> SM traffic per tile drops by a third. A slot is
+// refilled only when the consumers of both CTAs have released it (they arrive on both CTAs' barriers).
 
 // Header section: editor defaults, replaced by codegen/sm90_mm.j2.
 #include "common.cuh"
@@ -17,7 +21,7 @@
 #define GN_WGMMA_REGS 128
 #define GN_WGMMA(d, desc_a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
-constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8;
+constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1;
 // ---- kernel ----
 #include "epilogue.cuh"
 #include "ptx/tma.cuh"
@@ -32,9 +36,11 @@ constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
 constexpr int A_TILE = BLOCK_M * ROW_BYTES, B_TILE = BLOCK_N * ROW_BYTES;
 constexpr int STAGE_BYTES = A_TILE + B_TILE;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
+constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a cluster loads (and multicasts)
 
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256, "BLOCK_N must be a multiple of 16, at most 256");
+static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && B_PART % 1024 == 0), "CLUSTER_M: 1, or 2 with 1 KB halves of B");
 
 #if GN_ACC_KIND == GN_ACC_F32
 typedef float AccReg;
@@ -50,89 +56,70 @@ GN_DEVICE void raster(int t, int grid_m, int grid_n, int& tile_m, int& tile_n) {
   tile_n = (t % width) / group_rows;
 }
 
-// Accumulator register pair p of a thread -> the two adjacent outputs it holds. wgmma's m64nN layout: warp w
-// of the warpgroup owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8, columns 8j + 2(l%4) + {0, 1}.
-template <int J, class Ep>
-GN_DEVICE void store_columns(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int row0, int col0) {
-  if constexpr (J < BLOCK_N / 8) {
+// The four accumulators of 8-column group j: (row, 8j + 2(l%4) + {0, 1}) in v[0..1], row + 8 in v[2..3].
+// wgmma's m64nN layout: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8.
+template <class V>
+GN_DEVICE void group_values(const AccReg (&d)[GN_WGMMA_REGS], int j, V (&v)[4]) {
 #if GN_ACC_KIND == GN_ACC_F16
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float v0, v1;
-      const u32 x = d[2 * J + h];
-      asm("{\n.reg .f16 lo, hi;\nmov.b32 {lo, hi}, %2;\ncvt.f32.f16 %0, lo;\ncvt.f32.f16 %1, hi;\n}\n"
-          : "=f"(v0), "=f"(v1) : "r"(x));
-      ep.store2(row0 + 8 * h, col0 + 8 * J, v0, v1);
-    }
-#elif GN_ACC_KIND == GN_ACC_S32
-    ep.store2(row0, col0 + 8 * J, (int)d[4 * J], (int)d[4 * J + 1]);
-    ep.store2(row0 + 8, col0 + 8 * J, (int)d[4 * J + 2], (int)d[4 * J + 3]);
+  asm("{\n.reg .f16 a, b, c, d;\nmov.b32 {a, b}, %4;\nmov.b32 {c, d}, %5;\n"
+      "cvt.f32.f16 %0, a;\ncvt.f32.f16 %1, b;\ncvt.f32.f16 %2, c;\ncvt.f32.f16 %3, d;\n}\n"
+      : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(d[2 * j]), "r"(d[2 * j + 1]));
 #else
-    ep.store2(row0, col0 + 8 * J, d[4 * J], d[4 * J + 1]);
-    ep.store2(row0 + 8, col0 + 8 * J, d[4 * J + 2], d[4 * J + 3]);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) v[r] = (V)d[4 * j + r];
 #endif
-    store_columns<J + 1>(ep, d, row0, col0);
+}
+
+// One consumer's 64 x BLOCK_N accumulators -> C. Row scales are read once per tile, column terms once per
+// column pair (shared by the thread's two rows).
+template <class Ep>
+GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int row0, int col0) {
+  if constexpr (GN_OUT_KIND == GN_OUT_S32) {
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j) {
+      int v[4];
+      group_values(d, j, v);
+      ep.put2(row0, col0 + 8 * j, v[0], v[1]);
+      ep.put2(row0 + 8, col0 + 8 * j, v[2], v[3]);
+    }
+  } else {
+    const float r0 = ep.row_scale(row0), r1 = ep.row_scale(row0 + 8);
+#pragma unroll
+    for (int j = 0; j < BLOCK_N / 8; ++j) {
+      float v[4], s0, s1, b0, b1;
+      group_values(d, j, v);
+      ep.column_terms(col0 + 8 * j, s0, s1, b0, b1);
+      ep.put2(row0, col0 + 8 * j, v[0] * r0 * s0 + b0, v[1] * r0 * s1 + b1);
+      ep.put2(row0 + 8, col0 + 8 * j, v[2] * r1 * s0 + b0, v[3] * r1 * s1 + b1);
+    }
   }
 }
 
-}  // namespace sm90
-
-using namespace sm90;
-
-// tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
-// 128 bytes x BLOCK_M / BLOCK_N rows. C: [M, N] with row stride ldc (elements). Scales and bias as in sm80_mm.
-extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_mm(
-    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, u8* __restrict__ C,
-    const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias, int M,
-    int N, int k_bytes, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
-  extern __shared__ u8 smem_raw[];
-  // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
-  const u32 smem0 = ((u32)__cvta_generic_to_shared(smem_raw) + 1023) & ~1023u;
-  const u32 full0 = smem0 + NUM_STAGES * STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
-  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
-
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < NUM_STAGES; ++s) {
-      mbar_init(full0 + 8 * s, 1);                  // the producer's arrive + the TMA bytes
-      mbar_init(empty0 + 8 * s, CONSUMERS * 4);     // one arrival per consumer warp
-    }
-    mbar_fence_init();
+// One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it).
+GN_DEVICE void release(u32 empty_bar) {
+  if constexpr (CLUSTER_M > 1) {
+#pragma unroll
+    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(cluster_map(empty_bar, r));
+  } else {
+    mbar_arrive(empty_bar);
   }
-  __syncthreads();
+}
 
-  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
-  const int tiles = grid_m * grid_n, k_tiles = (k_bytes + ROW_BYTES - 1) / ROW_BYTES;
-
-  if (wg == 0) {  // producer
-    setmaxnreg_dec<PRODUCER_REGS>();
-    if (t == 0) {
-      tma_prefetch_desc(&tma_a);
-      tma_prefetch_desc(&tma_b);
-      int it = 0;  // k-tiles issued so far, across tiles: slot it % NUM_STAGES, round it / NUM_STAGES
-      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int tm, tn;
-        raster(tile, grid_m, grid_n, tm, tn);
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-          const int s = it % NUM_STAGES;
-          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
-          const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
-          mbar_arrive_expect_tx(full, STAGE_BYTES);
-          tma_load_2d(stage, &tma_a, kt * ROW_BYTES, tm * BLOCK_M, full);
-          tma_load_2d(stage + A_TILE, &tma_b, kt * ROW_BYTES, tn * BLOCK_N, full);
-        }
-      }
-    }
-    return;
-  }
-
-  // consumers
+// A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
+// since all of them write into it), and at the end of each tile store the accumulators.
+GN_DEVICE void consume(u32 smem0, u32 full0, u32 empty0, u32 rank, int cluster, int clusters, int tiles, int grid_cm,
+                       int grid_n, int k_tiles, int c, int t, u8* C, const float* scale_a, const float* scale_b,
+                       const float* bias, int M, int N, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
   setmaxnreg_inc<CONSUMER_REGS>();
-  const int c = wg - 1, warp = t / 32, lane = t % 32;
+  const int warp = t / 32, lane = t % 32;
+  const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
+                                 Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
   AccReg d[GN_WGMMA_REGS];
   int it = 0;
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  for (int tile = cluster; tile < tiles; tile += clusters) {
     int tm, tn;
-    raster(tile, grid_m, grid_n, tm, tn);
+    raster(tile, grid_cm, grid_n, tm, tn);
+    tm = tm * CLUSTER_M + rank;
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       const int s = it % NUM_STAGES;
       mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
@@ -144,15 +131,85 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_mm(
       wgmma_commit();
       // One group stays in flight; the one before it has finished reading its slot: release that slot.
       wgmma_wait<1>();
-      if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      if (kt > 0 && lane == 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES));
     }
     wgmma_wait<0>();
     GN_WGMMA_TOUCH(d);
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
-
-    const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
-                                   Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
-    const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
-    store_columns<0>(ep, d, row0, col0);
+    if (lane == 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES));
+    store_tile(ep, d, tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, tn * BLOCK_N + 2 * (lane % 4));
   }
+}
+
+}  // namespace sm90
+
+using namespace sm90;
+
+// tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
+// 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. The grid is a multiple of CLUSTER_M. C: [M, N] with row
+// stride ldc (elements). Scales and bias as in sm80_mm.
+#if CLUSTER_M > 1
+#define GN_CLUSTER __cluster_dims__(CLUSTER_M, 1, 1)
+#else
+#define GN_CLUSTER
+#endif
+
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
+    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, u8* __restrict__ C,
+    const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias, int M,
+    int N, int k_bytes, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
+  extern __shared__ u8 smem_raw[];
+  // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
+  const u32 smem0 = ((u32)__cvta_generic_to_shared(smem_raw) + 1023) & ~1023u;
+  const u32 full0 = smem0 + NUM_STAGES * STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+
+  // Cluster rank (0 without clusters) and the clusters that sweep the tiles: a cluster owns CLUSTER_M
+  // vertically adjacent tiles.
+  const u32 rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
+  const int cluster = blockIdx.x / CLUSTER_M, clusters = gridDim.x / CLUSTER_M;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NUM_STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 1);                              // the producer's arrive + the TMA bytes
+      mbar_init(empty0 + 8 * s, CLUSTER_M * CONSUMERS * 4);      // one arrival per consumer warp of the cluster
+    }
+    mbar_fence_init();
+  }
+  if constexpr (CLUSTER_M > 1) cluster_sync();  // peers' barriers exist before anyone signals them
+  else __syncthreads();
+
+  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
+  const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M
+  const int tiles = grid_cm * grid_n, k_tiles = (k_bytes + ROW_BYTES - 1) / ROW_BYTES;
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (t == 0) {
+      tma_prefetch_desc(&tma_a);
+      tma_prefetch_desc(&tma_b);
+      int it = 0;  // k-tiles issued so far, across tiles: slot it % NUM_STAGES, round it / NUM_STAGES
+      for (int tile = cluster; tile < tiles; tile += clusters) {
+        int tm, tn;
+        raster(tile, grid_cm, grid_n, tm, tn);
+        tm = tm * CLUSTER_M + rank;  // past the last row tile (odd grid_m) its loads are zeros, stores masked
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % NUM_STAGES;
+          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
+          const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
+          mbar_arrive_expect_tx(full, STAGE_BYTES);
+          tma_load_2d(stage, &tma_a, kt * ROW_BYTES, tm * BLOCK_M, full);
+          if constexpr (CLUSTER_M > 1)
+            tma_load_2d_multicast(stage + A_TILE + rank * B_PART, &tma_b, kt * ROW_BYTES,
+                                  tn * BLOCK_N + rank * (BLOCK_N / CLUSTER_M), full, (1 << CLUSTER_M) - 1);
+          else
+            tma_load_2d(stage + A_TILE, &tma_b, kt * ROW_BYTES, tn * BLOCK_N, full);
+        }
+      }
+    }
+  } else {
+    consume(smem0, full0, empty0, rank, cluster, clusters, tiles, grid_cm, grid_n, k_tiles, wg - 1, t, C, scale_a,
+            scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias);
+  }
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
+  if constexpr (CLUSTER_M > 1) cluster_sync();
 }

@@ -22,18 +22,19 @@ class Sm90Config:
     block_n: int    # wgmma N: multiple of 16, <= 256
     stages: int
     group_m: int = 8
+    cluster_m: int = 1  # 2: CTA pairs along M share (multicast) their B tile
 
     @property
     def name(self) -> str:
-        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}"
+        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}"
 
     @classmethod
     def parse(cls, name: str) -> "Sm90Config":
-        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?", name.strip())
+        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?", name.strip())
         if not m:
-            raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8")
-        bm, bn, st, g = m.groups()
-        return cls(int(bm), int(bn), int(st), int(g or 8))
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8_c2")
+        bm, bn, st, g, c = m.groups()
+        return cls(int(bm), int(bn), int(st), int(g or 8), int(c or 1))
 
     @property
     def threads(self) -> int:
@@ -54,29 +55,33 @@ class Sm90Config:
             problems.append("stages must be >= 2")
         if self.group_m < 1:
             problems.append("group_m must be >= 1")
+        if self.cluster_m not in (1, 2) or (self.block_n // self.cluster_m * ROW_BYTES) % 1024:
+            problems.append("cluster_m must be 1, or 2 with block_n a multiple of 16")
         if self.smem_bytes > smem_limit:
             problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
         if problems:
             raise LayoutError(f"config {self.name}: " + "; ".join(problems))
 
 
-def deepest(block_m: int, block_n: int, group_m: int = 8, smem_limit: int = SMEM_LIMIT, cap: int = 8) -> Sm90Config:
+def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, smem_limit: int = SMEM_LIMIT,
+            cap: int = 8) -> Sm90Config:
     """The config with as many stages as shared memory holds (more stages hide more TMA latency)."""
     stages = cap
-    while Sm90Config(block_m, block_n, stages, group_m).smem_bytes > smem_limit:
+    while Sm90Config(block_m, block_n, stages, group_m, cluster_m).smem_bytes > smem_limit:
         stages -= 1
-    return Sm90Config(block_m, block_n, stages, group_m)
+    return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
 
 
-# Tile shapes in order of preference: the heuristic takes the first whose tile count fills the GPU.
-SM90_TILES = ((128, 256), (128, 128), (64, 128))
-SM90_CONFIGS = tuple(deepest(bm, bn) for bm, bn in SM90_TILES)
+# (block_m, block_n, cluster_m) in order of preference: the heuristic takes the first whose tile count fills
+# the GPU.
+SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1))
+SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
     """Largest tile that still gives every SM a tile (or the smallest one when none does)."""
     for cfg in SM90_CONFIGS:
-        if -(-m // cfg.block_m) * -(-n // cfg.block_n) >= sm_count:
+        if -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n) >= sm_count:
             return cfg
     return SM90_CONFIGS[-1]

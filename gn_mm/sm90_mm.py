@@ -33,15 +33,17 @@ class Plan:
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, sm_count: int, device) -> "Plan":
-        tiles = -(-m // config.block_m) * -(-n // config.block_n)
-        return cls(config, min(tiles, sm_count), runtime.kernel(spec(variant, out, config), device))
+        cl = config.cluster_m
+        cluster_tiles = -(-m // (config.block_m * cl)) * -(-n // config.block_n)
+        # Persistent: at most one CTA per SM; clusters of 2 occupy the two SMs of a TPC.
+        return cls(config, min(cluster_tiles, sm_count // cl) * cl, runtime.kernel(spec(variant, out, config), device))
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
         """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output."""
         cfg = self.config
         map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
-        map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b")
+        map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         dummy = c  # never dereferenced when its mode/flag is 0
 
         def mode(s):

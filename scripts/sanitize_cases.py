@@ -1,4 +1,5 @@
-"""A small, ragged case of every variant family (split-K included), for compute-sanitizer:
+"""A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too), for
+compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
@@ -10,12 +11,13 @@ import gn_mm
 from gn_mm import variant_table as variants
 
 dev = torch.device("cuda")
+hopper = torch.cuda.get_device_capability() == (9, 0)
 done = set()
 for v in variants.MMA_SYNC:
     if (v.a, v.acc) in done:
         continue
     done.add((v.a, v.acc))
-    m, n, k = 33, 47, 300
+    m, n, k = 300, 47, 300  # three 128-row tiles: a CTA pair and a lone CTA on the clustered configs
     if v.a in ("s4", "u4"):
         a = gn_mm.pack_int4(torch.randint(0, 8, (m, 320), device=dev))
         w = gn_mm.pack_int4(torch.randint(0, 8, (n, 320), device=dev))
@@ -29,5 +31,8 @@ for v in variants.MMA_SYNC:
     acc = {"f32": torch.float32, "f16": torch.float16, "s32": torch.int32}[v.acc]
     for splits in (1, 3) if v.acc != "f16" else (1,):
         gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits)
+    if hopper and v.a not in ("s4", "u4"):
+        for cfg in gn_mm.SM90_CONFIGS:
+            gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
 torch.cuda.synchronize()
 print(f"ran {len(done)} variant families")

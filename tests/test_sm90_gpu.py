@@ -68,8 +68,11 @@ def test_both_paths_agree(v, out):
     ms = gn_mm.mm(a, w.t(), acc_dtype=acc, out_dtype=dt, config=sm80)
     if out == "s32":
         assert torch.equal(wg, ms)
-    else:
-        err = float((wg.double() - ms.double()).norm() / ms.double().norm())
+    else:  # integer sums overflow f16 outputs: the same entries must be inf on both paths
+        finite = torch.isfinite(ms)
+        assert torch.equal(finite, torch.isfinite(wg)) and torch.equal(wg[~finite], ms[~finite])
+        wg, ms = wg[finite].double(), ms[finite].double()
+        err = float((wg - ms).norm() / ms.norm())
         assert err < (3e-2 if v.acc == "f16" else 1e-2), err
 
 

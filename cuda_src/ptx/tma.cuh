@@ -42,3 +42,31 @@ GN_DEVICE void tma_prefetch_desc(const TmaDesc* map) {
 // Warp-specialised register budgets (needs __launch_bounds__ with a block count, or ptxas ignores it).
 template <int REGS> GN_DEVICE void setmaxnreg_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
 template <int REGS> GN_DEVICE void setmaxnreg_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS)); }
+
+// ---- clusters (thread-block clusters of sm_90) ----
+GN_DEVICE u32 cluster_ctarank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster: release what this CTA wrote, acquire what the others wrote.
+GN_DEVICE void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address).
+GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
+  u32 r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_addr), "r"(rank));
+  return r;
+}
+GN_DEVICE void mbar_arrive_cluster(u32 cluster_bar) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
+}
+// Like tma_load_2d, but the box lands at the same offset in every CTA of `mask` and completes on the
+// barrier at the same offset in each of them.
+GN_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int x, int y, u32 bar, u16 mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n"
+      ::"r"(dst), "l"((u64)map), "r"(x), "r"(y), "r"(bar), "h"(mask) : "memory");
+}
