@@ -22,6 +22,7 @@
 #define GN_WGMMA(d, desc_a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
 constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1;
+#define GN_CLUSTER  // __cluster_dims__(CLUSTER_M, 1, 1) when CLUSTER_M > 1
 // ---- kernel ----
 #include "epilogue.cuh"
 #include "ptx/tma.cuh"
@@ -44,8 +45,10 @@ static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && B_PART % 1024 == 0), "CLUSTER
 
 #if GN_ACC_KIND == GN_ACC_F32
 typedef float AccReg;
+#elif GN_ACC_KIND == GN_ACC_S32
+typedef int AccReg;
 #else
-typedef u32 AccReg;  // s32, or two packed f16 (columns 2t, 2t + 1 of one row)
+typedef u32 AccReg;  // two packed f16 (columns 2t, 2t + 1 of one row)
 #endif
 
 // Tile t of the persistent sweep -> (tile_m, tile_n): GROUP_M row-tiles sweep the columns together (L2 reuse).
@@ -147,12 +150,6 @@ using namespace sm90;
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
 // 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. The grid is a multiple of CLUSTER_M. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm.
-#if CLUSTER_M > 1
-#define GN_CLUSTER __cluster_dims__(CLUSTER_M, 1, 1)
-#else
-#define GN_CLUSTER
-#endif
-
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, u8* __restrict__ C,
     const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias, int M,

@@ -35,8 +35,10 @@ class Plan:
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, sm_count: int, device) -> "Plan":
         cl = config.cluster_m
         cluster_tiles = -(-m // (config.block_m * cl)) * -(-n // config.block_n)
-        # Persistent: at most one CTA per SM; clusters of 2 occupy the two SMs of a TPC.
-        return cls(config, min(cluster_tiles, sm_count // cl) * cl, runtime.kernel(spec(variant, out, config), device))
+        main = runtime.kernel(spec(variant, out, config), device)
+        # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
+        resident = sm_count if cl == 1 else tma.max_active_clusters(main, cl, config.threads, config.smem_bytes)
+        return cls(config, min(cluster_tiles, resident) * cl, main)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:

@@ -53,3 +53,24 @@ def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, 
         raise LayoutError(f"{name}: cuTensorMapEncodeTiled failed (CUDA error {err}) for {rows} rows x {k_bytes} "
                           f"bytes, row stride {row_stride}")
     return tmap
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+def max_active_clusters(handle, cluster: int, threads: int, smem_bytes: int) -> int:
+    """How many clusters of a loaded kernel (compiled with __cluster_dims__) fit on the GPU at once: a
+    persistent grid larger than this would run in two waves."""
+    from .runtime import _driver
+
+    fn = _driver().cuOccupancyMaxActiveClusters
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
+    fn.restype = ctypes.c_int
+    cfg = _LaunchConfig((cluster, 1, 1), (threads, 1, 1), smem_bytes, None, None, 0)
+    n = ctypes.c_int()
+    err = fn(ctypes.byref(n), handle.func, ctypes.byref(cfg))
+    if err:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed with CUDA error {err}")
+    return n.value

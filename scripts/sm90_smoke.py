@@ -11,6 +11,10 @@ import gn_mm
 from gn_mm.timing import bench
 
 dev = torch.device("cuda")
+gpu = gn_mm.api._gpu(0)
+for cfg in gn_mm.SM90_CONFIGS:
+    plan = gn_mm.api._plan(gn_mm.variant_table.find("bf16", "bf16", "f32"), "bf16", 8192, 8192, 16384, gpu, cfg, None)
+    print(cfg.name, "persistent grid", plan.grid, flush=True)
 for dt, acc in [(torch.bfloat16, None), (torch.float16, torch.float16), (torch.float8_e4m3fn, None),
                 (torch.int8, None), (torch.float32, None)]:
     for m, n, k in [(256, 256, 256), (1000, 700, 320), (4096, 4096, 4096)]:
