@@ -98,13 +98,13 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
   }
 }
 
-// One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it).
-GN_DEVICE void release(u32 empty_bar) {
+// One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it). Lane r
+// signals CTA r, so the remote arrivals go out in parallel.
+GN_DEVICE void release(u32 empty_bar, int lane) {
   if constexpr (CLUSTER_M > 1) {
-#pragma unroll
-    for (u32 r = 0; r < CLUSTER_M; ++r) mbar_arrive_cluster(cluster_map(empty_bar, r));
+    if (lane < CLUSTER_M) mbar_arrive_cluster(cluster_map(empty_bar, lane));
   } else {
-    mbar_arrive(empty_bar);
+    if (lane == 0) mbar_arrive(empty_bar);
   }
 }
 
@@ -134,11 +134,11 @@ GN_DEVICE void consume(u32 smem0, u32 full0, u32 empty0, u32 rank, int cluster, 
       wgmma_commit();
       // One group stays in flight; the one before it has finished reading its slot: release that slot.
       wgmma_wait<1>();
-      if (kt > 0 && lane == 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      if (kt > 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
     }
     wgmma_wait<0>();
     GN_WGMMA_TOUCH(d);
-    if (lane == 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES));
+    release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
     store_tile(ep, d, tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, tn * BLOCK_N + 2 * (lane % 4));
   }
 }

@@ -71,9 +71,10 @@ def test_both_paths_agree(v, out):
     else:  # integer sums overflow f16 outputs: the same entries must be inf on both paths
         finite = torch.isfinite(ms)
         assert torch.equal(finite, torch.isfinite(wg)) and torch.equal(wg[~finite], ms[~finite])
-        wg, ms = wg[finite].double(), ms[finite].double()
-        err = float((wg - ms).norm() / ms.norm())
-        assert err < (3e-2 if v.acc == "f16" else 1e-2), err
+        if finite.any():  # u8 x u8 sums overflow f16 everywhere
+            wg, ms = wg[finite].double(), ms[finite].double()
+            err = float((wg - ms).norm() / ms.norm())
+            assert err < (3e-2 if v.acc == "f16" else 1e-2), err
 
 
 def test_default_path_is_wgmma_and_int4_stays_on_mma_sync():
