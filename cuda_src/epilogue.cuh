@@ -51,16 +51,36 @@ struct Epilogue {
     }
   }
 
-  // Raw sums of (row, col), (row, col + 1) -> scales, bias, store.
+  // Raw sums of (row, col), (row, col + 1) -> scales, bias, store. Reads each scale where it is used: the
+  // leanest form in registers (the mma.sync kernel's f16-accumulator tiles have none to spare).
   template <class V>
   GN_DEVICE void store2(int row, int col, V v0, V v1) const {
     if constexpr (OUT == GN_OUT_S32) {
       put2(row, col, (int)v0, (int)v1);
     } else {
-      float s0, s1, b0, b1;
-      column_terms(col, s0, s1, b0, b1);
-      const float r = row_scale(row);
-      put2(row, col, (float)v0 * r * s0 + b0, (float)v1 * r * s1 + b1);
+      if (row >= M || col >= N) return;
+      const bool two = col + 1 < N;
+      float f0 = (float)v0, f1 = (float)v1;
+      if (scale_a_mode) {
+        const float sa = scale_a[scale_a_mode == 2 ? row : 0];
+        f0 *= sa;
+        f1 *= sa;
+      }
+      if (scale_b_mode == 1) {
+        f0 *= scale_b[0];
+        f1 *= scale_b[0];
+      } else if (scale_b_mode == 2) {
+        f0 *= scale_b[col];
+        if (two) f1 *= scale_b[col + 1];
+      }
+      if (has_bias) {
+        f0 += bias[col];
+        if (two) f1 += bias[col + 1];
+      }
+      put2(row, col, f0, f1);
     }
   }
 };
+
+// Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise (see mm_reduce.cuh).
+constexpr int PARTIAL_KIND = GN_ACC_KIND == GN_ACC_S32 ? GN_OUT_S32 : GN_OUT_F32;

@@ -98,6 +98,20 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
   }
 }
 
+// The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
+// step-th unit, its CTA `rank` the rank-th row tile of the cluster tile.
+struct Work {
+  int tiles, units, step, cluster, grid_cm, grid_n, k_tiles_total, per_split, splits;
+  u32 rank;
+  GN_DEVICE int first() const { return cluster; }
+  GN_DEVICE void unit(int u, int& tm, int& tn, int& kt0, int& k_tiles) const {
+    raster(u % tiles, grid_cm, grid_n, tm, tn);
+    tm = tm * CLUSTER_M + (int)rank;  // past the last row tile (odd grid_m): loads are zeros, stores masked
+    kt0 = (u / tiles) * per_split;    // the host makes every split non-empty
+    k_tiles = gn_min(per_split, k_tiles_total - kt0);
+  }
+};
+
 // One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it). Lane r
 // signals CTA r, so the remote arrivals go out in parallel.
 GN_DEVICE void release(u32 empty_bar, int lane) {
@@ -110,19 +124,18 @@ GN_DEVICE void release(u32 empty_bar, int lane) {
 
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
 // since all of them write into it), and at the end of each tile store the accumulators.
-GN_DEVICE void consume(u32 smem0, u32 full0, u32 empty0, u32 rank, int cluster, int clusters, int tiles, int grid_cm,
-                       int grid_n, int k_tiles, int c, int t, u8* C, const float* scale_a, const float* scale_b,
-                       const float* bias, int M, int N, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
+GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, int c, int t, u8* C, u8* partial,
+                       const float* scale_a, const float* scale_b, const float* bias, int M, int N, int ldc,
+                       int scale_a_mode, int scale_b_mode, int has_bias) {
   setmaxnreg_inc<CONSUMER_REGS>();
   const int warp = t / 32, lane = t % 32;
   const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
                                  Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
   AccReg d[GN_WGMMA_REGS];
   int it = 0;
-  for (int tile = cluster; tile < tiles; tile += clusters) {
-    int tm, tn;
-    raster(tile, grid_cm, grid_n, tm, tn);
-    tm = tm * CLUSTER_M + rank;
+  for (int u = w.first(); u < w.units; u += w.step) {
+    int tm, tn, kt0, k_tiles;
+    w.unit(u, tm, tn, kt0, k_tiles);
     for (int kt = 0; kt < k_tiles; ++kt, ++it) {
       const int s = it % NUM_STAGES;
       mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
@@ -139,7 +152,15 @@ GN_DEVICE void consume(u32 smem0, u32 full0, u32 empty0, u32 rank, int cluster, 
     wgmma_wait<0>();
     GN_WGMMA_TOUCH(d);
     release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
-    store_tile(ep, d, tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, tn * BLOCK_N + 2 * (lane % 4));
+    const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
+    if (w.splits == 1) {
+      store_tile(ep, d, row0, col0);
+    } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue
+      u8* part = partial + (i64)(u / w.tiles) * M * N * 4;
+      const Epilogue<PARTIAL_KIND> pe{part, scale_a, scale_b, bias, M, N, N, 0, 0, 0,
+                                      Epilogue<PARTIAL_KIND>::pairs_aligned(part, N)};
+      store_tile(pe, d, row0, col0);
+    }
   }
 }
 
@@ -149,11 +170,13 @@ using namespace sm90;
 
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
 // 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. The grid is a multiple of CLUSTER_M. C: [M, N] with row
-// stride ldc (elements). Scales and bias as in sm80_mm.
+// stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
+// runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue.
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, u8* __restrict__ C,
-    const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias, int M,
-    int N, int k_bytes, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
+    const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias,
+    u8* __restrict__ partial, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
+    int has_bias) {
   extern __shared__ u8 smem_raw[];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
   const u32 smem0 = ((u32)__cvta_generic_to_shared(smem_raw) + 1023) & ~1023u;
@@ -177,19 +200,20 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
   const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M
-  const int tiles = grid_cm * grid_n, k_tiles = (k_bytes + ROW_BYTES - 1) / ROW_BYTES;
+  const int k_tiles_total = (k_bytes + ROW_BYTES - 1) / ROW_BYTES, per_split = (k_tiles_total + splits - 1) / splits;
+  const Work w{grid_cm * grid_n, grid_cm * grid_n * splits, clusters, cluster, grid_cm, grid_n, k_tiles_total,
+               per_split, splits, rank};
 
   if (wg == 0) {  // producer
     setmaxnreg_dec<PRODUCER_REGS>();
     if (t == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      int it = 0;  // k-tiles issued so far, across tiles: slot it % NUM_STAGES, round it / NUM_STAGES
-      for (int tile = cluster; tile < tiles; tile += clusters) {
-        int tm, tn;
-        raster(tile, grid_cm, grid_n, tm, tn);
-        tm = tm * CLUSTER_M + rank;  // past the last row tile (odd grid_m) its loads are zeros, stores masked
-        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      int it = 0;  // k-tiles issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
+      for (int u = w.first(); u < w.units; u += w.step) {
+        int tm, tn, kt0, k_tiles;
+        w.unit(u, tm, tn, kt0, k_tiles);
+        for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
           const int s = it % NUM_STAGES;
           if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
@@ -204,9 +228,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
       }
     }
   } else {
-    consume(smem0, full0, empty0, rank, cluster, clusters, tiles, grid_cm, grid_n, k_tiles, wg - 1, t, C, scale_a,
-            scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias);
+    consume(w, smem0, full0, empty0, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
+            scale_b_mode, has_bias);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
   if constexpr (CLUSTER_M > 1) cluster_sync();
 }
+
+#include "mm_reduce.cuh"

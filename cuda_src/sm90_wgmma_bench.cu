@@ -40,8 +40,9 @@ sm90_wgmma_bench(u32* __restrict__ out, const u32* __restrict__ seed, int iters)
 #pragma unroll
   for (int r = 0; r < GN_WGMMA_REGS; ++r) d[r] = (AccReg)(r + wg + threadIdx.x % 128);
 
-  wgmma_fence();
+  GN_WGMMA_TOUCH(d);  // the initial values are in registers before the first fence
   for (int it = 0; it < iters; ++it) {
+    wgmma_fence();  // as in a real k-loop: without it ptxas injects its own arrive (C7519) at the loop head
 #pragma unroll
     for (int s = 0; s < KSLICES; ++s) GN_WGMMA(d, wgmma_desc_k128(a_base + 32 * s), wgmma_desc_k128(b_base + 32 * s), 1);
     wgmma_commit();

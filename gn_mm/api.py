@@ -38,8 +38,8 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     bias: [N], any float output.
     config: a gn_mm.Sm90Config (wgmma, sm_90 only) or gn_mm.Sm80Config (mma.sync), or its name, to override
       the heuristic; the config's family is the kernel that runs.
-    splits: K splits (split-K, mma.sync path) to override the heuristic, which splits only when the output
-      tiles cannot fill the GPU; never with f16 accumulation.
+    splits: K splits (split-K) to override the heuristic, which splits only when the output tiles cannot fill
+      the GPU; never with f16 accumulation.
     out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
 
     Fast path: both operands K-contiguous (b passed as w.t() of an [N, K] weight). Other layouts are copied
@@ -111,11 +111,14 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     path is a lookup)."""
     if isinstance(config, str) and config in _CONFIG_BY_NAME:
         config = _CONFIG_BY_NAME[config]
-    wgmma = _wgmma_twin(variant, gpu, config, splits)
+    wgmma = _wgmma_twin(variant, gpu, config)
     if wgmma is not None:
         cfg = config or choose_sm90(m, n, gpu.sm_count)
         cfg.check(gpu.smem_limit)
-        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, gpu.sm_count, torch.device("cuda", gpu.index))
+        if splits is None:
+            splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
+        splits = _check_splits(splits, k_bytes, cfg, variant)
+        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, torch.device("cuda", gpu.index))
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
@@ -126,15 +129,13 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 runtime.on_clear.append(_plan.cache_clear)
 
 
-def _wgmma_twin(variant: Variant, gpu: _Gpu, config, splits) -> Variant | None:
-    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config or split-K is asked for."""
+def _wgmma_twin(variant: Variant, gpu: _Gpu, config) -> Variant | None:
+    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config asks for mma.sync."""
     if isinstance(config, Sm90Config):
         if gpu.arch.cc != 90:
             raise ArchError(f"config: {config.name} is a wgmma config, which needs sm_90; {gpu.name} is "
                             f"{gpu.arch.name}")
-        if splits not in (None, 1):
-            raise UnsupportedError(f"splits: the wgmma path ({config.name}) does not split K; pass an Sm80Config")
-    elif config is not None or splits not in (None, 1) or gpu.arch.cc != 90:
+    elif config is not None or gpu.arch.cc != 90:
         return None
     try:
         return find_path(variant.a, variant.b, variant.acc, "wgmma")
@@ -275,7 +276,7 @@ def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
     return buf[:, :k]
 
 
-def _check_splits(splits, k_bytes: int, cfg: Sm80Config, variant: Variant) -> int:
+def _check_splits(splits, k_bytes: int, cfg, variant: Variant) -> int:
     k_tiles = -(-k_bytes // cfg.block_k_bytes)
     if not isinstance(splits, int) or splits < 1:
         raise UnsupportedError(f"splits: expected a positive int, got {splits!r}")

@@ -50,16 +50,39 @@ class Plan:
     splits: int
     acc: str
     main: object    # loaded sm80_mm
-    reduce: object  # loaded sm80_mm_reduce (split-K only)
+    reduce: object  # loaded mm_reduce (split-K only)
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm80Config, splits: int, arch: Arch, device) -> "Plan":
         s = spec(variant, out, config, arch)
-        reduce = runtime.kernel(s, device, "sm80_mm_reduce") if splits > 1 else None
+        reduce = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
         return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce)
 
     def launch(self, a, b, c, **kw) -> None:
         launch(self, a, b, c, **kw)
+
+
+def epilogue_args(c: torch.Tensor, scale_a, scale_b, bias) -> tuple[list, list]:
+    """([scale_a, scale_b, bias] pointers, [their modes / flag]) as every matmul kernel takes them. An absent
+    operand passes `c` (never dereferenced: its mode is 0)."""
+    def mode(s) -> int:
+        return 0 if s is None else (1 if s.numel() == 1 else 2)
+
+    ptrs = [x if x is not None else c for x in (scale_a, scale_b, bias)]
+    return ptrs, [mode(scale_a), mode(scale_b), int(bias is not None)]
+
+
+def partials(acc: str, splits: int, m: int, n: int, c: torch.Tensor) -> torch.Tensor:
+    """The split-K workspace: raw accumulator sums, int32 for integer MMAs, fp32 otherwise."""
+    if splits == 1:
+        return c  # unused
+    return torch.empty((splits, m, n), dtype=torch.int32 if acc == "s32" else torch.float32, device=c.device)
+
+
+def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int) -> None:
+    """mm_reduce: sum the partials in split order and run the epilogue into c."""
+    pairs = m * -(-n // 2)
+    runtime.launch(kernel, (-(-pairs // 256), 1, 1), (256, 1, 1), [partial, c, *ptrs, m, n, c.stride(0), splits, *flags])
 
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
@@ -69,23 +92,10 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
     With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace, then reduced."""
     cfg, splits = plan.config, plan.splits
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
-    dummy = c  # never dereferenced when its mode/flag is 0
-
-    def mode(s: torch.Tensor | None) -> int:
-        return 0 if s is None else (1 if s.numel() == 1 else 2)
-
-    sa = scale_a if scale_a is not None else dummy
-    sb = scale_b if scale_b is not None else dummy
-    bi = bias if bias is not None else dummy
-    flags = [mode(scale_a), mode(scale_b), int(bias is not None)]
-    partial = dummy
-    if splits > 1:
-        dtype = torch.int32 if plan.acc == "s32" else torch.float32  # raw accumulator sums
-        partial = torch.empty((splits, m, n), dtype=dtype, device=c.device)
+    ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
+    partial = partials(plan.acc, splits, m, n, c)
     runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
-                   [a, b, c, sa, sb, bi, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
+                   [a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
                    cfg.smem_bytes)
     if splits > 1:
-        pairs = m * -(-n // 2)
-        runtime.launch(plan.reduce, (-(-pairs // 256), 1, 1), (256, 1, 1),
-                       [partial, c, sa, sb, bi, m, n, c.stride(0), splits, *flags])
+        reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)

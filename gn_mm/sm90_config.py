@@ -36,6 +36,8 @@ class Sm90Config:
         bm, bn, st, g, c = m.groups()
         return cls(int(bm), int(bn), int(st), int(g or 8), int(c or 1))
 
+    block_k_bytes = ROW_BYTES  # K bytes per stage (what the split-K heuristic counts)
+
     @property
     def threads(self) -> int:
         return 128 * (1 + self.block_m // 64)

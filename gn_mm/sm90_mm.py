@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from . import runtime, tma
+from .sm80_mm import epilogue_args, partials, reduce
 from .arch import Arch
 from .dtypes import ACC_KIND, OUT_KIND
 from .runtime import KernelSpec
@@ -28,17 +29,22 @@ class Plan:
 
     config: Sm90Config
     grid: int       # persistent CTAs
+    splits: int
+    acc: str
     main: object    # loaded sm90_mm
-    splits: int = 1
+    reduce: object  # loaded mm_reduce (split-K only)
 
     @classmethod
-    def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, sm_count: int, device) -> "Plan":
+    def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
+             device) -> "Plan":
         cl = config.cluster_m
-        cluster_tiles = -(-m // (config.block_m * cl)) * -(-n // config.block_n)
-        main = runtime.kernel(spec(variant, out, config), device)
+        units = -(-m // (config.block_m * cl)) * -(-n // config.block_n) * splits
+        s = spec(variant, out, config)
+        main = runtime.kernel(s, device)
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
         resident = sm_count if cl == 1 else tma.max_active_clusters(main, cl, config.threads, config.smem_bytes)
-        return cls(config, min(cluster_tiles, resident) * cl, main)
+        reduce_kernel = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
+        return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
@@ -46,12 +52,10 @@ class Plan:
         cfg = self.config
         map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
-        dummy = c  # never dereferenced when its mode/flag is 0
-
-        def mode(s):
-            return 0 if s is None else (1 if s.numel() == 1 else 2)
-
-        args = [map_a, map_b, c, scale_a if scale_a is not None else dummy, scale_b if scale_b is not None else dummy,
-                bias if bias is not None else dummy, m, n, k_bytes, c.stride(0), mode(scale_a), mode(scale_b),
-                int(bias is not None)]
-        runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1), args, cfg.smem_bytes)
+        ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
+        partial = partials(self.acc, self.splits, m, n, c)
+        runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
+                       [map_a, map_b, c, *ptrs, partial, m, n, k_bytes, c.stride(0), self.splits, *flags],
+                       cfg.smem_bytes)
+        if self.splits > 1:
+            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)

@@ -79,3 +79,48 @@ def test_offline_and_torch_frontends_pass_the_same_options():
     assert opts[0] == "--gpu-architecture=sm_90a"
     assert set(compiler.BASE_OPTIONS) <= set(opts)
     assert opts[-len(compiler.torch_flags()) or len(opts):] == compiler.torch_flags() or not compiler.torch_flags()
+
+
+# ptxas "Potential Performance Loss" diagnostics: serialized wgmma (C7510/C7511/C7515/C7517/C7519) or an
+# ignored setmaxnreg (C7508). Any of them in a Hopper kernel's log is a failure.
+_PERF_LOSS = ("C7508", "C7510", "C7511", "C7515", "C7517", "C7519", "Potential Performance Loss")
+
+
+def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
+    """sm90_mm: every wgmma variant x output with the large-problem config, and every config the heuristic
+    can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
+    the clustered configs carry their cluster shape in the cubin."""
+    from gn_mm import sass, sm90_mm
+    from gn_mm.sm90_config import SM90_CONFIGS, choose_sm90
+
+    big = choose_sm90(8192, 8192, 132)
+    jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
+    for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
+                           ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
+        jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in SM90_CONFIGS if cfg != big]
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda j: (j, runtime.build(sm90_mm.spec(*j), backend="bindings")), jobs))
+    bad = []
+    for (v, out, cfg), built in results:
+        st, log = built.ptxas, built.meta["log"]
+        if st.registers is None or st.spills or st.stack_bytes or any(code in log for code in _PERF_LOSS):
+            bad.append(f"{v.name}->{out} {cfg.name}: {st} {log[-300:]}")
+    assert not bad, "\n".join(bad)
+    tool = sass.disassembler("cuobjdump")
+    if tool is not None:
+        import subprocess
+        import tempfile
+
+        for (v, out, cfg), built in results[:1] + [r for r in results if r[0][2].cluster_m > 1][:1]:
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(built.cubin)
+                f.flush()
+                elf = subprocess.run([tool, "-elf", f.name], capture_output=True, text=True).stdout
+            assert ("EIATTR_CTA_PER_CLUSTER" in elf) == (cfg.cluster_m > 1), cfg.name
+
+
+def test_wgmma_microbenchmarks_compile_clean(fresh_cache):
+    for v in variants.WGMMA:
+        built = runtime.build(microbench.spec(v, Arch.parse("sm_90a")), backend="bindings")
+        assert built.ptxas.registers is not None and not built.ptxas.spills, v.name
+        assert not any(code in built.meta["log"] for code in _PERF_LOSS), (v.name, built.meta["log"])

@@ -85,3 +85,26 @@ def test_default_path_is_wgmma_and_int4_stays_on_mma_sync():
     assert api._plan(s4, "s32", 4096, 4096, 2048, gpu, None, None).__class__.__module__ == "gn_mm.sm80_mm"
     with pytest.raises(gn_mm.UnsupportedError, match="no wgmma instruction"):
         api._plan(s4, "s32", 64, 64, 64, gpu, SM90_CONFIGS[0], None)
+
+
+def test_decode_shapes_split_k_on_wgmma():
+    gpu = api._gpu(torch.cuda.current_device())
+    bf16 = variants.find("bf16", "bf16", "f32")
+    plan = api._plan(bf16, "bf16", 16, 4096, 8192, gpu, None, None)
+    assert plan.__class__.__module__ == "gn_mm.sm90_mm" and plan.splits > 1
+    f16acc = variants.find("f16", "f16", "f16")
+    assert api._plan(f16acc, "f16", 16, 4096, 8192, gpu, None, None).splits == 1
+
+
+@pytest.mark.parametrize("cfg", SM90_CONFIGS, ids=[c.name for c in SM90_CONFIGS])
+@pytest.mark.parametrize("splits", [2, 5])
+def test_split_k_every_config(cfg, splits):
+    m, n, k = 300, 520, 3000
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
+    w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
+    sa, sb, bias = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01, torch.randn(n, device=dev)
+    ref = (a64 @ w64.t()) * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    c = _poison(m, n, torch.bfloat16, dev)
+    gn_mm.mm(a, w.t(), out=c, config=cfg, splits=splits, scale_a=sa, scale_b=sb, bias=bias)
+    _check(c, ref, "bf16")
