@@ -30,6 +30,14 @@ SHAPES = [(1, 1, 1), (1, 1000, 128), (7, 17, 1000), (17, 127, 7), (127, 7, 17), 
           (1000, 1000, 1000), (300, 520, 4096)]
 TOL = {"bf16": 1e-2, "f16": 2e-3, "f32": 1e-5}  # relative Frobenius error vs float64, by output type
 INPUT_TOL = {"tf32": 4e-3, "e4m3": 0.0, "e5m2": 0.0}  # extra error from the inputs themselves (tf32 truncation)
+# Hopper's fp8 wgmma adds products into its f32 accumulator with about 14 bits of precision (the semantics of
+# torch._scaled_mm(use_fast_accum=True)); measured relative error ~1.2e-4 at K <= 1000.
+WGMMA_FP8_TOL = 5e-4
+
+
+def extra_tol(a_type: str, path: str) -> float:
+    hopper_fp8 = path == "default" and a_type in ("e4m3", "e5m2") and torch.cuda.get_device_capability() == (9, 0)
+    return INPUT_TOL.get(a_type, 0.0) + (WGMMA_FP8_TOL if hopper_fp8 else 0.0)
 
 
 def _rand(e, rows, k, device):
@@ -80,7 +88,7 @@ CASES = [(v, out) for v in variants.MMA_SYNC for out in v.outs if v.acc != "f16"
 
 @pytest.mark.parametrize("v,out", CASES, ids=[f"{v.name}->{o}" for v, o in CASES])
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
-def test_variant_matches_float64(v, out, shape):
+def test_variant_matches_float64(v, out, shape, path):
     m, n, k = shape
     if v.a in ("s4", "u4"):
         k = -(-k // 2) * 2
@@ -91,7 +99,7 @@ def test_variant_matches_float64(v, out, shape):
     c = _poison(m, n, OUT_DTYPES[out], dev)
     got = gn_mm.mm(a, w.t(), out=c)
     assert got.data_ptr() == c.data_ptr()
-    _check(c, a64 @ w64.t(), out, INPUT_TOL.get(v.a, 0.0))
+    _check(c, a64 @ w64.t(), out, extra_tol(v.a, path))
 
 
 def _f16_acc_reference(a64, w64, chunk):
@@ -134,7 +142,7 @@ SCALED = [("e4m3", "e4m3"), ("e4m3", "e5m2"), ("s8", "s8"), ("u8", "s8")]
 @pytest.mark.parametrize("pair", SCALED, ids=[f"{a}x{b}" for a, b in SCALED])
 @pytest.mark.parametrize("out", ["bf16", "f16", "f32"])
 @pytest.mark.parametrize("mode", ["tensor", "rowcol", "rowcol+bias", "bias"])
-def test_scales_and_bias(pair, out, mode):
+def test_scales_and_bias(pair, out, mode, path):
     m, n, k = 131, 77, 640
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[pair[0]], m, k, dev)
@@ -154,7 +162,7 @@ def test_scales_and_bias(pair, out, mode):
         ref = ref + kw["bias"].double()[None, :]
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, **kw)
-    _check(c, ref, out)
+    _check(c, ref, out, extra_tol(pair[0], path))
 
 
 def test_bias_on_16bit_and_default_outputs():
@@ -259,7 +267,7 @@ SPLIT = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f32", "f32"), ("s8", "
 @pytest.mark.parametrize("combo", SPLIT, ids=["{}x{}->{}->{}".format(*c) for c in SPLIT])
 @pytest.mark.parametrize("splits", [2, 3, 7])
 @pytest.mark.parametrize("shape", [(7, 130, 2000), (129, 33, 4100), (16, 520, 1024)])
-def test_split_k_matches_reference(combo, splits, shape):
+def test_split_k_matches_reference(combo, splits, shape, path):
     a_t, b_t, acc, out = combo
     m, n, k = shape
     dev = torch.device("cuda")
@@ -273,7 +281,7 @@ def test_split_k_matches_reference(combo, splits, shape):
         ref = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, splits=splits, **kw)
-    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0))
+    _check(c, ref, out, extra_tol(a_t, path))
 
 
 def test_split_k_saturates_like_one_pass():
