@@ -24,14 +24,16 @@ from .errors import CompileError
 BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v")
 
 
-def torch_flags() -> tuple[str, ...]:
-    """The flags torch's NVRTC helper appends, so the offline front-end passes exactly the same."""
-    try:
-        from torch.cuda._utils import _get_gpu_rtc_compatible_flags
+# What torch's NVRTC helper (torch.cuda._utils._get_gpu_rtc_compatible_flags) appends to every compile. The
+# offline front-end passes the same, so both produce the same cubin under the same cache key. Kept as data:
+# asking torch imports torch.utils.cpp_extension (~70 ms on every fresh process's first call).
+# tests/test_compile_offline.py checks it still matches torch.
+TORCH_NVRTC_FLAGS = ("-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__")
 
-        return tuple(_get_gpu_rtc_compatible_flags())
-    except Exception:  # older or stripped torch: the flags only touch CUDA headers, which we never include
-        return ()
+
+def torch_flags() -> tuple[str, ...]:
+    return TORCH_NVRTC_FLAGS
 
 
 def options(arch: Arch) -> tuple[str, ...]:

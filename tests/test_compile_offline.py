@@ -74,6 +74,12 @@ def test_microbenchmarks_compile_for_every_variant(fresh_cache):
                 assert built.ptxas.registers is not None and not built.ptxas.spills, (v.name, arch.name, loop)
 
 
+def test_torch_flags_match_torch():
+    from torch.cuda._utils import _get_gpu_rtc_compatible_flags
+
+    assert tuple(_get_gpu_rtc_compatible_flags()) == compiler.TORCH_NVRTC_FLAGS
+
+
 def test_offline_and_torch_frontends_pass_the_same_options():
     opts = compiler.options(Arch.parse("sm_90a"))
     assert opts[0] == "--gpu-architecture=sm_90a"
