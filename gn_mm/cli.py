@@ -113,13 +113,13 @@ def cmd_variants(args) -> int:
         print(json.dumps(rows, indent=1))
         return 0
     head = f"{'arch':7} {'A x B':11} {'acc':4} {'outputs':20} {'instruction':60} {'min':6}"
-    print(head + ("  compile regs  SASS" if args.compile else "  emulated"))
+    print(head + ("  compile regs spills  SASS" if args.compile else "  emulated"))
     for r in rows:
         line = (f"{r['arch']:7} {r['a'] + ' x ' + r['b']:11} {r['acc']:4} {','.join(r['outs']):20} "
                 f"{r['instr']:60} {r['min_arch']:6}")
         if args.compile:
             ops = r["sass_ops"] if isinstance(r["sass_ops"], str) else ",".join(sorted(r["sass_ops"]))
-            line += f"  {r['compile_s']:6.2f} {r['registers']!s:>4}  {r['sass']}: {ops}"
+            line += f"  {r['compile_s']:6.2f} {r['registers']!s:>4} {'yes' if r['spills'] else 'no':>6}  {r['sass']}: {ops}"
         else:
             line += "  " + ("yes" if r["emulated"] else "no" if r["emulated"] is False else ",".join(r["emulated_on"]))
         print(line)
