@@ -129,7 +129,7 @@ def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
 
 _libcuda = None
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: a C call, no Stream object
-_param_blocks = threading.local()  # per thread: (function, kinds) -> reusable ctypes parameter block
+_param_blocks = threading.local()  # per thread: kinds -> reusable ctypes parameter block (values + pointers)
 
 
 def _current_stream() -> int:
@@ -150,26 +150,35 @@ def _driver():
     return _libcuda
 
 
-def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0) -> None:
+TENSOR, INT = 1, 0  # argument kinds; a ctypes type (a TMA descriptor) is passed by value
+
+
+def signature(args) -> tuple:
+    """The argument kinds of a launch: callers whose kinds never change compute this once."""
+    return tuple(TENSOR if isinstance(a, torch.Tensor) else INT if isinstance(a, int) else type(a) for a in args)
+
+
+def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, kinds: tuple | None = None) -> None:
     """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
     pointers, ints as 32-bit ints, ctypes objects (a TMA descriptor) by value. The ctypes parameter block is
-    built once per kernel and argument kinds (per thread) and refilled in place: this is the hot path of every
-    small matmul."""
-    kinds = tuple(1 if isinstance(a, torch.Tensor) else 0 if isinstance(a, int) else type(a) for a in args)
+    built once per argument signature (per thread) and refilled in place: this is the hot path of every small
+    matmul. `kinds`: signature(args), when the caller already knows it."""
+    if kinds is None:
+        kinds = signature(args)
     cache = _param_blocks.__dict__
-    block_ = cache.get((handle.func.value, kinds))
+    block_ = cache.get(kinds)
     if block_ is None:
-        values = [ctypes.c_void_p() if k == 1 else ctypes.c_int() if k == 0 else k() for k in kinds]
-        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
-        block_ = cache[(handle.func.value, kinds)] = (values, params)
+        values = [ctypes.c_void_p() if k == TENSOR else ctypes.c_int() if k == INT else None for k in kinds]
+        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) if v is not None else 0 for v in values])
+        block_ = cache[kinds] = (values, params)
     values, params = block_
-    for v, a, k in zip(values, args, kinds):
-        if k == 1:
+    for i, (v, a, k) in enumerate(zip(values, args, kinds)):
+        if k == TENSOR:
             v.value = a.data_ptr()
-        elif k == 0:
+        elif k == INT:
             v.value = a
-        else:
-            ctypes.memmove(ctypes.addressof(v), ctypes.addressof(a), ctypes.sizeof(v))
+        else:  # by reference: cuLaunchKernel copies the parameter bytes before it returns
+            params[i] = ctypes.addressof(a)
     err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                    shared_mem, _current_stream(), params, None)
     if err:

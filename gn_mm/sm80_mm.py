@@ -14,6 +14,9 @@ from .runtime import KernelSpec
 from .variant_table import Variant
 
 STEM = "sm80_mm"
+# sm80_mm's parameters: A, B, C, scale_a, scale_b, bias, partial, then 9 ints; mm_reduce's: 5 tensors, 7 ints.
+KINDS = (runtime.TENSOR,) * 7 + (runtime.INT,) * 9
+REDUCE_KINDS = (runtime.TENSOR,) * 5 + (runtime.INT,) * 7
 
 
 def min_blocks(variant: Variant, config: Sm80Config, arch: Arch) -> int:
@@ -82,7 +85,8 @@ def partials(acc: str, splits: int, m: int, n: int, c: torch.Tensor) -> torch.Te
 def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int) -> None:
     """mm_reduce: sum the partials in split order and run the epilogue into c."""
     pairs = m * -(-n // 2)
-    runtime.launch(kernel, (-(-pairs // 256), 1, 1), (256, 1, 1), [partial, c, *ptrs, m, n, c.stride(0), splits, *flags])
+    runtime.launch(kernel, (-(-pairs // 256), 1, 1), (256, 1, 1), [partial, c, *ptrs, m, n, c.stride(0), splits, *flags],
+                   0, REDUCE_KINDS)
 
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
@@ -96,6 +100,6 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
     partial = partials(plan.acc, splits, m, n, c)
     runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
                    [a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
-                   cfg.smem_bytes)
+                   cfg.smem_bytes, KINDS)
     if splits > 1:
         reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)

@@ -15,6 +15,8 @@ from .sm90_config import Sm90Config
 from .variant_table import Variant
 
 STEM = "sm90_mm"
+# sm90_mm's parameters: two TMA maps, C, scale_a, scale_b, bias, partial, then 8 ints.
+KINDS = (tma.TensorMap, tma.TensorMap) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
 
 
 def spec(variant: Variant, out: str, config: Sm90Config) -> KernelSpec:
@@ -56,6 +58,6 @@ class Plan:
         partial = partials(self.acc, self.splits, m, n, c)
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, c, *ptrs, partial, m, n, k_bytes, c.stride(0), self.splits, *flags],
-                       cfg.smem_bytes)
+                       cfg.smem_bytes, KINDS)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)
