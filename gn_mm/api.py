@@ -65,7 +65,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     bias = _bias(bias, n, out_name)
 
     device = _check_devices(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out=out)
-    gpu = _gpu(device.index if device.index is not None else torch.cuda.current_device())
+    gpu = _gpu(device.index if device.index is not None else runtime.current_device())
     if gpu.arch.cc < variant.min_arch:
         raise ArchError(f"a, b: {variant.name} needs sm_{variant.min_arch} or newer; {gpu.name} is {gpu.arch.name}")
 
@@ -80,7 +80,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     k_bytes = k * ea.bits // 8
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
-    if gpu.index == torch.cuda.current_device():
+    if gpu.index == runtime.current_device():
         plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
         with torch.cuda.device(gpu.index):

@@ -129,12 +129,14 @@ def kernel(spec: KernelSpec, device: torch.device, function: str | None = None):
 
 _libcuda = None
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: a C call, no Stream object
+# The current device without torch.cuda.current_device()'s lazy-init check (the caller already used CUDA).
+current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 _param_blocks = threading.local()  # per thread: kinds -> reusable ctypes parameter block (values + pointers)
 
 
 def _current_stream() -> int:
     if _raw_stream is not None:
-        return _raw_stream(torch.cuda.current_device())
+        return _raw_stream(current_device())
     return torch.cuda.current_stream().cuda_stream
 
 
