@@ -75,7 +75,7 @@ class Sm80Config:
 
 C = Sm80Config
 # Candidates in order of preference: the heuristic takes the first that fills the GPU. The order follows
-# the H100 sweep in benchmarks/results/sm80_tune_h100.json (scripts/tune_sm80.py): 64-byte K tiles with
+# the H100 sweep in benchmarks/results/sm80_tune_h100.json (scripts/tune.py --family sm80): 64-byte K tiles with
 # deeper pipelines beat 128-byte ones, and 64x128 warp tiles (f16 accumulators only) beat 64x64.
 SM80_CONFIGS = (
     C(256, 256, 64, 4, 2, 6),   # 64x128 warp tiles: f16 accumulators only

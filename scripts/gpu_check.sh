@@ -24,7 +24,7 @@ for step in $steps; do
       python3 -m pytest tests -q -x -n 8 -p no:cacheprovider --junitxml="$OUT/gpu_tests.xml" 2>&1 \
         | tee "$OUT/gpu_tests.log" | tail -25 || status=1 ;;
     tune)
-      python3 scripts/tune_sm80.py --out "$OUT/tune" 2>&1 | tail -80 || status=1 ;;
+      python3 scripts/tune.py --out "$OUT/tune" 2>&1 | tail -80 || status=1 ;;
     bench)
       python3 scripts/bench.py --out "$OUT/bench" 2>&1 | tail -60 || status=1 ;;
     sanitize)
