@@ -46,6 +46,20 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     once to K-contiguous storage. K-contiguous rows must start on 16-byte boundaries (pointer and row stride),
     e.g. K a multiple of 8 for 16-bit data; anything else raises LayoutError.
     """
+    # Fast path: a call whose metadata (dtypes, shapes, strides, device, options) was validated before and
+    # needs no copies, scales or bias reuses that work; only what can change between such calls (pointer
+    # alignment, the current device) is checked again. It is what decode-sized calls spend their time on.
+    if out is None and scale_a is None and scale_b is None and bias is None and type(a) is torch.Tensor \
+            and type(b) is torch.Tensor:
+        key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, b.device, acc_dtype, out_dtype,
+               config, splits)
+        fast = _fast_calls.get(key)
+        if fast is not None and not (a.data_ptr() | b.data_ptr()) % 16 and fast.device_index == runtime.current_device():
+            c = torch.empty(fast.shape, dtype=fast.dtype, device=a.device)
+            fast.plan.launch(a, b, c, **fast.args)
+            return c
+    else:
+        key = None
     ea, eb = _elem(a, "a"), _elem(b, "b")
     _check_2d(a, "a")
     _check_2d(b, "b")
@@ -80,12 +94,29 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     k_bytes = k * ea.bits // 8
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
+    if key is not None and a_store is a and b_store is b:  # validated, and no copy needed: remember it
+        if len(_fast_calls) >= 4096:
+            _fast_calls.clear()
+        _fast_calls[key] = _FastCall(plan, (m, n), c.dtype, gpu.index,
+                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb))
     if gpu.index == runtime.current_device():
         plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
         with torch.cuda.device(gpu.index):
             plan.launch(a_store, b_store, c, **args)
     return c
+
+
+@dataclass(frozen=True)
+class _FastCall:
+    plan: object
+    shape: tuple
+    dtype: torch.dtype
+    device_index: int
+    args: dict
+
+
+_fast_calls: dict = {}  # call metadata -> _FastCall (see mm); cleared with the plans
 
 
 @dataclass(frozen=True, eq=False)  # one object per device (lru_cache below): identity hashing
@@ -127,6 +158,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 
 
 runtime.on_clear.append(_plan.cache_clear)
+runtime.on_clear.append(_fast_calls.clear)
 
 
 def _wgmma_twin(variant: Variant, gpu: _Gpu, config) -> Variant | None:

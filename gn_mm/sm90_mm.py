@@ -16,7 +16,7 @@ from .variant_table import Variant
 
 STEM = "sm90_mm"
 # sm90_mm's parameters: two TMA maps, C, scale_a, scale_b, bias, partial, then 8 ints.
-KINDS = (tma.TensorMap, tma.TensorMap) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
+KINDS = (runtime.MAP, runtime.MAP) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
 
 
 def spec(variant: Variant, out: str, config: Sm90Config) -> KernelSpec:

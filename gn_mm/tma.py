@@ -42,8 +42,8 @@ _maps: dict = {}
 _MAPS_KEPT = 256  # a map is 128 bytes: keep the weights' and recent activations' maps of a model
 
 
-def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand") -> TensorMap:
-    """Tensor map of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`. A map is a pure
+def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand") -> bytes:
+    """Tensor map (its 128 bytes) of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`. A map is a pure
     function of these numbers, so maps are cached by them: encoding costs ~10 us of host time per call, and
     serving calls reuse the same weights and activation buffers."""
     key = (ptr, rows, k_bytes, row_stride, box_rows)
@@ -51,7 +51,7 @@ def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, 
     if tmap is None:
         if len(_maps) >= _MAPS_KEPT:
             _maps.clear()
-        tmap = _maps[key] = _encode_rows(ptr, rows, k_bytes, row_stride, box_rows, name)
+        tmap = _maps[key] = bytes(_encode_rows(ptr, rows, k_bytes, row_stride, box_rows, name))
     return tmap
 
 

@@ -23,8 +23,10 @@ def path(request, monkeypatch):
             pytest.skip("mma.sync is already the default path on this GPU")
         monkeypatch.setattr(api, "_wgmma_twin", lambda *args: None)
     api._plan.cache_clear()
+    api._fast_calls.clear()
     yield request.param
     api._plan.cache_clear()
+    api._fast_calls.clear()
 
 SHAPES = [(1, 1, 1), (1, 1000, 128), (7, 17, 1000), (17, 127, 7), (127, 7, 17), (1000, 1, 33), (129, 257, 300),
           (1000, 1000, 1000), (300, 520, 4096)]
@@ -232,6 +234,7 @@ def test_arch_too_old_names_minimum(monkeypatch):
 
     real = api._gpu(torch.cuda.current_device())
     monkeypatch.setattr(api, "_gpu", lambda index: dataclasses.replace(real, arch=Arch(80)))
+    api._fast_calls.clear()
     a = torch.randn(16, 64, device="cuda").to(torch.float8_e4m3fn)
     with pytest.raises(gn_mm.ArchError, match="needs sm_89 or newer"):
         gn_mm.mm(a, a.t())
@@ -249,6 +252,20 @@ def test_n_calls_one_compile(fresh_cache):
     gn_mm.mm(a, a.t())
     assert runtime.stats["compiles"] - before.get("compiles", 0) == 1
     assert runtime.stats["disk_hits"] - before.get("disk_hits", 0) == 1
+
+
+def test_fast_path_rechecks_what_can_change():
+    """A repeated call reuses its validation, but a misaligned pointer with the same metadata still fails."""
+    dev = torch.device("cuda")
+    big = torch.randn(16, 72, device=dev, dtype=torch.bfloat16)
+    a = big[:, :64]
+    w = torch.randn(32, 64, device=dev, dtype=torch.bfloat16)
+    for _ in range(3):
+        _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
+    assert len(api._fast_calls) >= 1
+    shifted = big.view(-1)[1:1 + 16 * 72].view(16, 72)[:, :64]  # same shape and strides, 2-byte offset
+    with pytest.raises(gn_mm.LayoutError, match="16-byte aligned"):
+        gn_mm.mm(shifted, w.t())
 
 
 def test_cuda_graph_capture():
