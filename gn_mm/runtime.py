@@ -10,7 +10,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
-import struct
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -132,7 +131,7 @@ _libcuda = None
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # CUDA builds: a C call, no Stream object
 # The current device without torch.cuda.current_device()'s lazy-init check (the caller already used CUDA).
 current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
-_param_blocks = threading.local()  # per thread: kinds -> its _Packer (a reusable parameter buffer)
+_param_blocks = threading.local()  # per thread: kinds -> reusable ctypes parameter block (values + pointers)
 
 
 def _current_stream() -> int:
@@ -154,8 +153,6 @@ def _driver():
 
 
 TENSOR, INT, MAP = "tensor", "int", "map"  # argument kinds: pointer, 32-bit int, 128-byte TMA descriptor by value
-_KIND_LAYOUT = {TENSOR: ("Q", 8, 8), INT: ("i", 4, 4), MAP: ("128s", 128, 64)}  # struct code, size, alignment
-_END, _BUFFER_POINTER, _BUFFER_SIZE = 0, 1, 2  # CU_LAUNCH_PARAM_* markers of cuLaunchKernel's `extra`
 
 
 def signature(args) -> tuple:
@@ -163,39 +160,30 @@ def signature(args) -> tuple:
     return tuple(TENSOR if isinstance(a, torch.Tensor) else INT if isinstance(a, int) else MAP for a in args)
 
 
-class _Packer:
-    """The kernel parameters of one signature packed into one buffer, laid out as the kernel expects (each
-    parameter at its alignment), handed to cuLaunchKernel through `extra`: filling it is one struct.pack_into."""
-
-    def __init__(self, kinds: tuple):
-        fmt, offset = "=", 0
-        for k in kinds:
-            code, size, align = _KIND_LAYOUT[k]
-            pad = -offset % align
-            fmt += "x" * pad + code
-            offset += pad + size
-        self.fmt = fmt
-        self.buffer = ctypes.create_string_buffer(max(offset, 1))
-        self.size = ctypes.c_size_t(offset)
-        self.extra = (ctypes.c_void_p * 5)(_BUFFER_POINTER, ctypes.addressof(self.buffer), _BUFFER_SIZE,
-                                           ctypes.addressof(self.size), _END)
-
-
 def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, kinds: tuple | None = None) -> None:
     """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
     pointers, ints as 32-bit ints, TMA descriptors (128 bytes) by value. This is the hot path of every small
-    matmul: one packed parameter buffer per signature (per thread), filled by one struct.pack_into.
+    matmul: the ctypes parameter block is built once per signature (per thread) and refilled in place.
     `kinds`: signature(args), when the caller already knows it."""
     if kinds is None:
         kinds = signature(args)
-    packers = _param_blocks.__dict__
-    packer = packers.get(kinds)
-    if packer is None:
-        packer = packers[kinds] = _Packer(kinds)
-    struct.pack_into(packer.fmt, packer.buffer, 0,
-                     *[a.data_ptr() if k == TENSOR else a for a, k in zip(args, kinds)])
+    blocks = _param_blocks.__dict__
+    block_ = blocks.get(kinds)
+    if block_ is None:
+        values = [ctypes.c_void_p() if k == TENSOR else ctypes.c_int() if k == INT else ctypes.create_string_buffer(128)
+                  for k in kinds]
+        params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+        block_ = blocks[kinds] = (values, params)
+    values, params = block_
+    for v, a, k in zip(values, args, kinds):
+        if k == TENSOR:
+            v.value = a.data_ptr()
+        elif k == INT:
+            v.value = a
+        else:
+            v.raw = a  # the descriptor's 128 bytes
     err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                   shared_mem, _current_stream(), None, packer.extra)
+                                   shared_mem, _current_stream(), params, None)
     if err:
         raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
