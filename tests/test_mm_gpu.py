@@ -257,13 +257,13 @@ def test_n_calls_one_compile(fresh_cache):
 def test_fast_path_rechecks_what_can_change():
     """A repeated call reuses its validation, but a misaligned pointer with the same metadata still fails."""
     dev = torch.device("cuda")
-    big = torch.randn(16, 72, device=dev, dtype=torch.bfloat16)
-    a = big[:, :64]
+    flat = torch.randn(16 * 72 + 8, device=dev, dtype=torch.bfloat16)
+    a = flat[:16 * 72].view(16, 72)[:, :64]
     w = torch.randn(32, 64, device=dev, dtype=torch.bfloat16)
     for _ in range(3):
         _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
     assert len(api._fast_calls) >= 1
-    shifted = big.view(-1)[1:1 + 16 * 72].view(16, 72)[:, :64]  # same shape and strides, 2-byte offset
+    shifted = flat[1:1 + 16 * 72].view(16, 72)[:, :64]  # same shape and strides, 2-byte offset
     with pytest.raises(gn_mm.LayoutError, match="16-byte aligned"):
         gn_mm.mm(shifted, w.t())
 
