@@ -38,6 +38,11 @@ constexpr int A_TILE = BLOCK_M * ROW_BYTES, B_TILE = BLOCK_N * ROW_BYTES;
 constexpr int STAGE_BYTES = A_TILE + B_TILE;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
 constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a cluster loads (and multicasts)
+// TMA-store epilogue: each consumer stages its 64 rows in chunks of 128-byte rows (64 bf16 / 32 f32 columns),
+// double-buffered, so a chunk's store drains while the next is written and the next tile starts.
+constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
+constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
+constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256, "BLOCK_N must be a multiple of 16, at most 256");
@@ -58,6 +63,10 @@ GN_DEVICE void raster(int t, int grid_m, int grid_n, int& tile_m, int& tile_n) {
   tile_m = first_m + (t % width) % group_rows;
   tile_n = (t % width) / group_rows;
 }
+
+// int values for exact int32 outputs, floats otherwise.
+template <bool INT> struct Select { typedef float type; };
+template <> struct Select<true> { typedef int type; };
 
 // The four accumulators of 8-column group j: (row, 8j + 2(l%4) + {0, 1}) in v[0..1], row + 8 in v[2..3].
 // wgmma's m64nN layout: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8.
@@ -98,6 +107,58 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
   }
 }
 
+// One consumer's 64 x BLOCK_N results through shared memory and TMA stores (the host checked that C suits a
+// tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned); `first`: nothing of this
+// consumer is in flight yet. Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
+// the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
+template <class Ep>
+GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0,
+                              int c, int t, int row_base, int col_base, bool first) {
+  const int warp = t / 32, lane = t % 32;
+  const int r0 = warp * 16 + lane / 4;  // rows r0 and r0 + 8 of the 64
+  const float s_r0 = ep.row_scale(row_base + r0), s_r1 = ep.row_scale(row_base + r0 + 8);
+#pragma unroll
+  for (int q = 0; q < CHUNKS; ++q) {
+    const u32 buf = buf0 + (q % 2) * CHUNK_BYTES;
+    if (!first || q >= 2) {  // the store issued from this buffer two chunks ago must have read it
+      if (t == 0) bulk_wait_read<1>();
+      named_barrier(1 + c, 128);
+    }
+#pragma unroll
+    for (int jj = 0; jj < CHUNK_COLS / 8; ++jj) {
+      const int j = q * (CHUNK_COLS / 8) + jj;
+      const int byte = (8 * jj + 2 * (lane % 4)) * OUT_BYTES;  // within the chunk's 128-byte row
+      typedef typename Select<GN_OUT_KIND == GN_OUT_S32>::type V;
+      V v[4];
+      float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
+      group_values(d, j, v);
+      if constexpr (GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = r0 + 8 * h;
+        const u32 at = buf + r * 128 + ((((byte / 16) ^ (r % 8)) * 16) | (byte % 16));
+        const float rs = h ? s_r1 : s_r0;
+        if constexpr (GN_OUT_KIND == GN_OUT_S32) {
+          asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(at), "r"((int)v[2 * h]), "r"((int)v[2 * h + 1]));
+        } else if constexpr (GN_OUT_KIND == GN_OUT_F32) {
+          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(v[2 * h] * rs * s0 + b0),
+                       "f"(v[2 * h + 1] * rs * s1 + b1));
+        } else {
+          const float f0 = v[2 * h] * rs * s0 + b0, f1 = v[2 * h + 1] * rs * s1 + b1;
+          const u32 packed = GN_OUT_KIND == GN_OUT_BF16 ? pack_bf16x2(f0, f1) : pack_f16x2(f0, f1);
+          asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(packed));
+        }
+      }
+    }
+    fence_proxy_async_smem();  // each writer's stores -> visible to the TMA engine
+    named_barrier(1 + c, 128);
+    if (t == 0) {
+      tma_store_2d(map_c, buf, (col_base + q * CHUNK_COLS) * OUT_BYTES, row_base);  // a byte-typed map
+      bulk_commit();
+    }
+  }
+}
+
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
 // step-th unit, its CTA `rank` the rank-th row tile of the cluster tile.
 struct Work {
@@ -124,15 +185,16 @@ GN_DEVICE void release(u32 empty_bar, int lane) {
 
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
 // since all of them write into it), and at the end of each tile store the accumulators.
-GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, int c, int t, u8* C, u8* partial,
-                       const float* scale_a, const float* scale_b, const float* bias, int M, int N, int ldc,
-                       int scale_a_mode, int scale_b_mode, int has_bias) {
+GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf0, const TmaDesc* map_c, int c_tma,
+                       int c, int t, u8* C, u8* partial, const float* scale_a, const float* scale_b,
+                       const float* bias, int M, int N, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
   setmaxnreg_inc<CONSUMER_REGS>();
   const int warp = t / 32, lane = t % 32;
   const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
                                  Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
   AccReg d[GN_WGMMA_REGS];
   int it = 0;
+  bool first = true;  // no TMA store of this consumer in flight yet
   for (int u = w.first(); u < w.units; u += w.step) {
     int tm, tn, kt0, k_tiles;
     w.unit(u, tm, tn, kt0, k_tiles);
@@ -153,7 +215,10 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, int c, i
     GN_WGMMA_TOUCH(d);
     release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
     const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
-    if (w.splits == 1) {
+    if (w.splits == 1 && c_tma) {
+      store_tile_tma(ep, d, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
+      first = false;
+    } else if (w.splits == 1) {
       store_tile(ep, d, row0, col0);
     } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue
       u8* part = partial + (i64)(u / w.tiles) * M * N * 4;
@@ -162,6 +227,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, int c, i
       store_tile(pe, d, row0, col0);
     }
   }
+  if (c_tma && t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
 }
 
 }  // namespace sm90
@@ -169,18 +235,21 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, int c, i
 using namespace sm90;
 
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
-// 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. The grid is a multiple of CLUSTER_M. C: [M, N] with row
+// 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. c_tma = 1: tma_c maps C as bytes ([M, N * OUT_BYTES],
+// boxes of 128 bytes x 64 rows, 128-byte swizzle) and the epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER_M. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
 // runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue.
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
-    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, u8* __restrict__ C,
+    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
+    const __grid_constant__ TmaDesc tma_c, int c_tma, u8* __restrict__ C,
     const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias,
     u8* __restrict__ partial, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
     int has_bias) {
   extern __shared__ u8 smem_raw[];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
   const u32 smem0 = ((u32)__cvta_generic_to_shared(smem_raw) + 1023) & ~1023u;
-  const u32 full0 = smem0 + NUM_STAGES * STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
+  const u32 cbuf0 = smem0 + NUM_STAGES * STAGE_BYTES;  // the epilogue's chunk buffers (1024-byte aligned)
+  const u32 full0 = cbuf0 + C_STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
 
   // Cluster rank (0 without clusters) and the clusters that sweep the tiles: a cluster owns CLUSTER_M
@@ -228,7 +297,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
       }
     }
   } else {
-    consume(w, smem0, full0, empty0, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
+    consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
             scale_b_mode, has_bias);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.

@@ -44,8 +44,10 @@ class Sm90Config:
 
     @property
     def smem_bytes(self) -> int:
-        # stages of A and B tiles, 1 KB of alignment slack, two mbarriers per stage
-        return self.stages * (self.block_m + self.block_n) * ROW_BYTES + 1024 + 16 * self.stages
+        # stages of A and B tiles, the epilogue's two 8 KB chunk buffers per consumer, 1 KB of alignment
+        # slack, two mbarriers per stage
+        return (self.stages * (self.block_m + self.block_n) * ROW_BYTES + (self.block_m // 64) * 2 * 8192 + 1024
+                + 16 * self.stages)
 
     def check(self, smem_limit: int = SMEM_LIMIT) -> None:
         problems = []

@@ -15,8 +15,8 @@ from .sm90_config import Sm90Config
 from .variant_table import Variant
 
 STEM = "sm90_mm"
-# sm90_mm's parameters: two TMA maps, C, scale_a, scale_b, bias, partial, then 8 ints.
-KINDS = (runtime.MAP, runtime.MAP) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
+# sm90_mm's parameters: TMA maps of A, B and C, c_tma, C, scale_a, scale_b, bias, partial, then 8 ints.
+KINDS = (runtime.MAP,) * 3 + (runtime.INT,) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
 
 
 def spec(variant: Variant, out: str, config: Sm90Config) -> KernelSpec:
@@ -56,8 +56,12 @@ class Plan:
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
         partial = partials(self.acc, self.splits, m, n, c)
+        # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride).
+        item = c.element_size()
+        c_tma = int(self.splits == 1 and c.data_ptr() % 16 == 0 and (c.stride(0) * item) % 16 == 0)
+        map_c = tma.rows_map(c.data_ptr(), m, n * item, c.stride(0) * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
-                       [map_a, map_b, c, *ptrs, partial, m, n, k_bytes, c.stride(0), self.splits, *flags],
-                       cfg.smem_bytes, KINDS)
+                       [map_a, map_b, map_c, c_tma, c, *ptrs, partial, m, n, k_bytes, c.stride(0), self.splits,
+                        *flags], cfg.smem_bytes, KINDS)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)

@@ -73,3 +73,17 @@ GN_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int x, int y, 
       " [%0], [%1, {%2, %3}], [%4], %5;\n"
       ::"r"(dst), "l"((u64)map), "r"(x), "r"(y), "r"(bar), "h"(mask) : "memory");
 }
+
+// ---- TMA stores (shared -> global), tracked per issuing thread in bulk groups ----
+// A 2-D box of shared memory (laid out as the tensor map's swizzle says) to global (x = column, y = row);
+// parts outside the tensor are not written.
+GN_DEVICE void tma_store_2d(const TmaDesc* map, u32 src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"((u64)map), "r"(x), "r"(y), "r"(src) : "memory");
+}
+GN_DEVICE void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Until at most N of this thread's bulk groups still read their shared memory.
+template <int N> GN_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory"); }
+template <int N> GN_DEVICE void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
+// Barrier `id` (1..15; 0 is __syncthreads) among `count` threads: one warpgroup synchronising alone.
+GN_DEVICE void named_barrier(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
