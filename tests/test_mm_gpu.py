@@ -266,6 +266,13 @@ def test_fast_path_rechecks_what_can_change():
     shifted = flat[1:1 + 16 * 72].view(16, 72)[:, :64]  # same shape and strides, 2-byte offset
     with pytest.raises(gn_mm.LayoutError, match="16-byte aligned"):
         gn_mm.mm(shifted, w.t())
+    # Scales take the fast path too, and new values are read on every call.
+    a8, w8 = a.to(torch.float8_e4m3fn), w.to(torch.float8_e4m3fn)
+    ref = a8.double() @ w8.double().t()
+    for step in range(3):
+        sa, sb = torch.rand(16, device=dev) + step, torch.rand(32, device=dev)
+        c = gn_mm.mm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+        _check(c, ref * sa.double()[:, None] * sb.double()[None, :], "f32", extra_tol("e4m3", "default"))
 
 
 def test_cuda_graph_capture():
