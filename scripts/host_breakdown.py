@@ -8,7 +8,7 @@ import time
 import torch
 
 import gn_mm
-from gn_mm import api, runtime
+from gn_mm import api
 
 
 def us(fn, n=3000):
