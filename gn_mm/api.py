@@ -13,7 +13,7 @@ from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
-from .int4 import Int4Tensor
+from .int4 import Int4Tensor, unpack_int4
 from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90
 from .variant_table import Variant, find, find_path
 
@@ -92,6 +92,11 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     a_store, lda = _k_major(a, "a", ea, transposed=False)
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     k_bytes = k * ea.bits // 8
+    if ea.bits == 4 and _wgmma_twin(variant, gpu, config) is not None:
+        # Hopper has no int4 tensor-core instruction: unpack both operands to int8 and run the s8/u8 wgmma.
+        a_store, lda = _unpack_rows(a_store, k, ea)
+        b_store, ldb = _unpack_rows(b_store, k, eb)
+        k_bytes = k
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
     if key is not None and a_store is a and b_store is b:  # validated and nothing copied: remember it
@@ -178,12 +183,7 @@ def _wgmma_twin(variant: Variant, gpu: _Gpu, config) -> Variant | None:
                             f"{gpu.arch.name}")
     elif config is not None or gpu.arch.cc != 90:
         return None
-    try:
-        return find_path(variant.a, variant.b, variant.acc, "wgmma")
-    except KeyError:  # int4: no Hopper instruction
-        if isinstance(config, Sm90Config):
-            raise UnsupportedError(f"config: {variant.name} has no wgmma instruction; pass an Sm80Config") from None
-        return None
+    return find_path(variant.a, variant.b, variant.acc, "wgmma")  # every mma.sync variant has a wgmma twin
 
 
 def _elem(x, name: str) -> Elem:
@@ -306,6 +306,14 @@ def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int
         raise LayoutError(f"{name}: K-contiguous rows are {ld} bytes apart, not a multiple of 16; "
                           f"pad K to a multiple of {128 // e.bits} values or use a row stride that is")
     return x, ld
+
+
+def _unpack_rows(packed: torch.Tensor, k: int, e: Elem) -> tuple[torch.Tensor, int]:
+    """uint8 [rows, K/2] int4 storage -> int8 [rows, k] values in rows padded to 16 bytes (a TMA stride)."""
+    values = unpack_int4(packed, signed=e.name == "s4")
+    buf = torch.empty((values.shape[0], -(-k // 16) * 16), dtype=torch.int8, device=packed.device)
+    buf[:, :k].copy_(values[:, :k])
+    return buf[:, :k], buf.stride(0)
 
 
 def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:

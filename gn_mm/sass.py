@@ -17,7 +17,8 @@ NATIVE_OPCODE = {
                  "e5m2": "QMMA.16832", "s8": "IMMA.16832", "u8": "IMMA.16832", "s4": "IMMA.16864",
                  "u4": "IMMA.16864"},
     "wgmma": {"bf16": "HGMMA.64x256x16", "f16": "HGMMA.64x256x16", "tf32": "HGMMA.64x256x8", "e4m3": "QGMMA.64x256x32",
-              "e5m2": "QGMMA.64x256x32", "s8": "IGMMA.64x256x32", "u8": "IGMMA.64x256x32"},
+              "e5m2": "QGMMA.64x256x32", "s8": "IGMMA.64x256x32", "u8": "IGMMA.64x256x32",
+              "s4": "IGMMA.64x256x32", "u4": "IGMMA.64x256x32"},  # int4 runs unpacked, as int8
 }
 _OPS = re.compile(r"\b((?:HMMA|IMMA|QMMA|HGMMA|IGMMA|QGMMA|F2FP|I2IP)[.\w]*)")
 

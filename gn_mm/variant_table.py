@@ -35,7 +35,10 @@ _WGMMA_FAMILIES = (
     (("e4m3", "e5m2"), "f16", ("f16",), "m64nNk32"),
     (("s8", "u8"), "s32", ("s32", "bf16", "f16", "f32"), "m64nNk32"),
     (("tf32",), "f32", ("f32",), "m64nNk8"),
+    # No Hopper instruction takes int4: gn_mm unpacks it to int8 and runs the s8 / u8 wgmma (runs_as).
+    (("s4", "u4"), "s32", ("s32",), "m64nNk32"),
 )
+_UNPACKED = {"s4": "s8", "u4": "u8"}
 
 # wgmma immediates after scale-d: imm-scale-a/b, plus imm-trans-a/b for 16-bit types; integers take none.
 _WGMMA_IMM = {"bf16": ", 1, 1, 0, 0", "f16": ", 1, 1, 0, 0", "e4m3": ", 1, 1", "e5m2": ", 1, 1", "tf32": ", 1, 1",
@@ -71,7 +74,8 @@ class Variant:
         sat = ".satfinite" if self.acc == "s32" else ""
         if self.path == "wgmma":
             shape = self.shape if n is None else self.shape.replace("N", str(n))
-            return f"wgmma.mma_async.sync.aligned.{shape}{sat}.{self.acc}.{self.a}.{self.b}"
+            a, b = _UNPACKED.get(self.a, self.a), _UNPACKED.get(self.b, self.b)
+            return f"wgmma.mma_async.sync.aligned.{shape}{sat}.{self.acc}.{a}.{b}"
         return f"mma.sync.aligned.{self.shape}.row.col{sat}.{self.acc}.{self.a}.{self.b}.{self.acc}"
 
     def wgmma_operands(self, n: int) -> dict:
@@ -79,7 +83,12 @@ class Variant:
         their asm constraint and the immediates."""
         assert self.path == "wgmma", self.name
         return {"instr": self.ptx(n), "regs": n // (4 if self.acc == "f16" else 2),
-                "reg": "f" if self.acc == "f32" else "r", "imm": _WGMMA_IMM[self.a]}
+                "reg": "f" if self.acc == "f32" else "r", "imm": _WGMMA_IMM[_UNPACKED.get(self.a, self.a)]}
+
+    @property
+    def unpacked(self) -> bool:
+        """int4 on the wgmma path: the operands are unpacked to int8 before the s8 / u8 instruction."""
+        return self.path == "wgmma" and self.a in _UNPACKED
 
     @property
     def k(self) -> int:
@@ -171,7 +180,7 @@ def require_arch(variant: Variant, arch) -> None:
 def variants(arch=None) -> list[dict]:
     """Every MMA variant as data: A and B types, accumulator, allowed outputs, the PTX instruction and its
     shape, the path (`mma.sync` for sm_80+, `wgmma` for sm_90a), the minimum architecture, whether `arch`
-    emulates it, and whether `gn_mm.mm` runs it (`used_by_mm`).
+    emulates it, whether `gn_mm.mm` runs it (`used_by_mm`) and a note (int4 on wgmma runs as int8).
 
     arch: "sm_90a", an Arch, or None for the current GPU (every variant, unfiltered, without one).
     Variants `arch` cannot run are left out (wgmma exists on sm_90 only).
@@ -192,5 +201,6 @@ def variants(arch=None) -> list[dict]:
                      "shape": v.shape, "min_arch": v.arch_name,
                      "emulated_on": [f"sm_{c}" for c in v.emulated_on],
                      "emulated": None if arch is None else arch.cc in v.emulated_on,
-                     "used_by_mm": v.path == "mma.sync"})
+                     "used_by_mm": True,
+                     "note": "int4 unpacked to int8, then the s8/u8 wgmma" if v.unpacked else ""})
     return rows

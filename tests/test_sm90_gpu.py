@@ -77,14 +77,24 @@ def test_both_paths_agree(v, out):
             assert err < (3e-2 if v.acc == "f16" else 1e-2), err
 
 
-def test_default_path_is_wgmma_and_int4_stays_on_mma_sync():
+def test_default_path_is_wgmma_for_every_variant():
     gpu = api._gpu(torch.cuda.current_device())
-    bf16 = variants.find("bf16", "bf16", "f32")
-    assert api._plan(bf16, "bf16", 4096, 4096, 8192, gpu, None, None).__class__.__module__ == "gn_mm.sm90_mm"
-    s4 = variants.find("s4", "s4", "s32")
-    assert api._plan(s4, "s32", 4096, 4096, 2048, gpu, None, None).__class__.__module__ == "gn_mm.sm80_mm"
-    with pytest.raises(gn_mm.UnsupportedError, match="no wgmma instruction"):
-        api._plan(s4, "s32", 64, 64, 64, gpu, SM90_CONFIGS[0], None)
+    for a, b, acc in [("bf16", "bf16", "f32"), ("s4", "u4", "s32"), ("tf32", "tf32", "f32")]:
+        v = variants.find(a, b, acc)
+        assert api._plan(v, "s32" if acc == "s32" else "f32", 4096, 4096, 8192, gpu, None, None).__class__.__module__ \
+            == "gn_mm.sm90_mm"
+
+
+@pytest.mark.parametrize("types", [("s4", "s4"), ("s4", "u4"), ("u4", "u4")])
+@pytest.mark.parametrize("shape", [(7, 17, 64), (300, 520, 1000), (1100, 2900, 4096)])
+def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape):
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[types[0]], m, k, dev)
+    w, w64 = _rand(BY_NAME[types[1]], n, k, dev)
+    c = _poison(m, n, torch.int32, dev)
+    gn_mm.mm(a, w.t(), out=c)
+    _check(c, a64 @ w64.t(), "s32")
 
 
 def test_decode_shapes_split_k_on_wgmma():
