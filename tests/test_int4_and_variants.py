@@ -58,3 +58,15 @@ def test_split_heuristic():
     assert (s - 1) * per < k_tiles  # no empty split
     assert config.choose_splits(16, 4096, 8192, small, 132, "f16") == 1
     assert config.choose_splits(16, 4096, 64, small, 132, "f32") == 1  # a single K tile cannot split
+
+
+@pytest.mark.parametrize("name,lo,hi", [("s4", -8, 8), ("u4", 0, 16)])
+@pytest.mark.parametrize("k", [64, 40, 33])
+def test_int4_unpacks_for_the_s8_wgmma(name, lo, hi, k):
+    """The Hopper path's unpacking: exact values, rows padded to a 16-byte (TMA) stride."""
+    from gn_mm import api
+    from gn_mm.dtypes import BY_NAME
+
+    v = torch.randint(lo, hi, (5, k), dtype=torch.int8)
+    out, ld = api._unpack_rows(gn_mm.pack_int4(v, signed=name == "s4").data, k, BY_NAME[name])
+    assert torch.equal(out, v) and ld % 16 == 0 and out.stride(0) == ld
