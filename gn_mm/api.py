@@ -92,7 +92,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     a_store, lda = _k_major(a, "a", ea, transposed=False)
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     k_bytes = k * ea.bits // 8
-    if ea.bits == 4 and _unpack_int4_pays(m, n, config) and _wgmma_twin(variant, gpu, config) is not None:
+    if ea.bits == 4 and _wgmma_twin(variant, gpu, config, m, n) is not None:
         # Hopper has no int4 tensor-core instruction: unpack both operands to int8 and run the s8/u8 wgmma.
         a_store, lda = _unpack_rows(a_store, k, ea)
         b_store, ldb = _unpack_rows(b_store, k, eb)
@@ -156,7 +156,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     path is a lookup)."""
     if isinstance(config, str) and config in _CONFIG_BY_NAME:
         config = _CONFIG_BY_NAME[config]
-    wgmma = _wgmma_twin(variant, gpu, config)
+    wgmma = _wgmma_twin(variant, gpu, config, m, n)
     if wgmma is not None:
         cfg = config or choose_sm90(m, n, gpu.sm_count)
         cfg.check(gpu.smem_limit)
@@ -175,15 +175,17 @@ runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
 
 
-def _wgmma_twin(variant: Variant, gpu: _Gpu, config) -> Variant | None:
-    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config asks for mma.sync."""
+def _wgmma_twin(variant: Variant, gpu: _Gpu, config, m: int, n: int) -> Variant | None:
+    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config asks for mma.sync or
+    the problem is int4 and too small for unpacking to pay."""
     if isinstance(config, Sm90Config):
         if gpu.arch.cc != 90:
             raise ArchError(f"config: {config.name} is a wgmma config, which needs sm_90; {gpu.name} is "
                             f"{gpu.arch.name}")
     elif config is not None or gpu.arch.cc != 90:
         return None
-    return find_path(variant.a, variant.b, variant.acc, "wgmma")  # every mma.sync variant has a wgmma twin
+    twin = find_path(variant.a, variant.b, variant.acc, "wgmma")  # every mma.sync variant has a wgmma twin
+    return None if twin.unpacked and not _unpack_int4_pays(m, n, config) else twin
 
 
 def _elem(x, name: str) -> Elem:

@@ -83,17 +83,21 @@ def test_default_path_is_wgmma_for_every_variant():
         v = variants.find(a, b, acc)
         assert api._plan(v, "s32" if acc == "s32" else "f32", 4096, 4096, 8192, gpu, None, None).__class__.__module__ \
             == "gn_mm.sm90_mm"
+    # int4 with small M stays on the mma.sync path (unpacking would cost more than it saves)
+    s4 = variants.find("s4", "s4", "s32")
+    assert api._plan(s4, "s32", 16, 4096, 2048, gpu, None, None).__class__.__module__ == "gn_mm.sm80_mm"
 
 
 @pytest.mark.parametrize("types", [("s4", "s4"), ("s4", "u4"), ("u4", "u4")])
-@pytest.mark.parametrize("shape", [(7, 17, 64), (300, 520, 1000), (1100, 2900, 4096)])
-def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape):
+@pytest.mark.parametrize("shape", [(7, 17, 64), (600, 520, 1000), (1100, 2900, 4096)])
+@pytest.mark.parametrize("cfg", [None, SM90_CONFIGS[-1]], ids=["heuristic", "forced-wgmma"])
+def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape, cfg):
     m, n, k = shape
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[types[0]], m, k, dev)
     w, w64 = _rand(BY_NAME[types[1]], n, k, dev)
     c = _poison(m, n, torch.int32, dev)
-    gn_mm.mm(a, w.t(), out=c)
+    gn_mm.mm(a, w.t(), out=c, config=cfg)
     _check(c, a64 @ w64.t(), "s32")
 
 
