@@ -8,14 +8,13 @@ rotated past L2. Used by scripts/bench.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import platform
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from . import api, compiler, microbench
+from . import api, compiler, microbench, report
 from . import variant_table as variants
 from .int4 import pack_int4
 from .timing import bench, rotation_sets
@@ -185,12 +184,7 @@ def save(result: dict, stem: str) -> list[str]:
     """<stem>.json, <stem>.md and (with matplotlib) <stem>.png; returns the paths written."""
     from .plots import bench_chart
 
-    with open(f"{stem}.json", "w") as f:
-        json.dump(result, f, indent=1)
-    with open(f"{stem}.md", "w") as f:
-        f.write(markdown(result))
-    png = bench_chart(result, f"{stem}.png")
-    return [f"{stem}.json", f"{stem}.md"] + ([png] if png else [])
+    return report.write(result, stem, markdown(result), bench_chart)
 
 
 def main(argv=None) -> int:
@@ -217,14 +211,8 @@ def main(argv=None) -> int:
     shapes = {"square": SQUARE, "llm": LLM, "all": tuple(dict.fromkeys(SQUARE + LLM))}[args.shapes]
     if args.quick:
         shapes, args.reps = SQUARE[:1], 10
-    try:
-        from tqdm import tqdm
-
-        def progress(jobs):
-            return tqdm(jobs, desc="bench", file=sys.stderr)
-    except ImportError:
-        progress = None
-    result = run(args.variants.split(","), shapes, reps=args.reps, progress=progress)
+    result = run(args.variants.split(","), shapes, reps=args.reps,
+                 progress=lambda jobs: report.progress_bar(jobs, "bench"))
     written = save(result, args.out)
     print(markdown(result))
     print("wrote " + ", ".join(written))

@@ -15,18 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from . import microbench, runtime, sass, sm80_mm
 from .errors import ArchError
+from .report import progress_bar
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates
 from .variant_table import MMA_SYNC, find_path, variants
-
-
-def _progress(iterable, total: int, desc: str):
-    try:
-        from tqdm import tqdm
-
-        return tqdm(iterable, total=total, desc=desc, file=sys.stderr, leave=False)
-    except ImportError:
-        return iterable
 
 
 def compile_jobs(archs, variant_filter=None, all_configs=False):
@@ -62,7 +54,7 @@ def cmd_compile(args) -> int:
     jobs = compile_jobs(archs, vf, args.all_configs)
     backend = args.backend or "bindings"  # the offline front-end returns the ptxas log
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        rows = list(_progress(pool.map(lambda j: _compile_one(j, backend), jobs), len(jobs), "compile"))
+        rows = list(progress_bar(pool.map(lambda j: _compile_one(j, backend), jobs), "compile", len(jobs)))
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
@@ -107,7 +99,7 @@ def cmd_variants(args) -> int:
         found = variants(arch)
         if args.compile:
             with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-                found = list(_progress(pool.map(lambda r: _variant_sass(r, arch), found), len(found), "compile"))
+                found = list(progress_bar(pool.map(lambda r: _variant_sass(r, arch), found), "compile", len(found)))
         rows += [{**r, "arch": arch.name if arch else "any"} for r in found]
     if args.json:
         print(json.dumps(rows, indent=1))

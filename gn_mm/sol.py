@@ -5,12 +5,11 @@ size sweep, and the memory bandwidth of a device copy. Table on stdout, JSON, PN
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import torch
 
-from . import bench, datasheet, microbench, runtime, sass
+from . import bench, datasheet, microbench, report, runtime, sass
 from .arch import Arch
 from .timing import bench as time_it
 from .variant_table import find_path
@@ -182,14 +181,10 @@ def markdown(result: dict) -> str:
 
 
 def save(result: dict, stem: str) -> list[str]:
+    """<stem>.json, <stem>.md and (with matplotlib) <stem>.png; returns the paths written."""
     from .plots import sol_chart
 
-    with open(f"{stem}.json", "w") as f:
-        json.dump(result, f, indent=1)
-    with open(f"{stem}.md", "w") as f:
-        f.write(markdown(result))
-    png = sol_chart(result, f"{stem}.png")
-    return [f"{stem}.json", f"{stem}.md"] + ([png] if png else [])
+    return report.write(result, stem, markdown(result), sol_chart)
 
 
 def main(argv=None) -> int:
@@ -217,14 +212,8 @@ def main(argv=None) -> int:
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     if args.quick:
         args.reps = min(args.reps, 10)
-    try:
-        from tqdm import tqdm
-
-        def progress(jobs):
-            return tqdm(jobs, desc="sol", file=sys.stderr)
-    except ImportError:
-        progress = None
-    result = measure(names, sizes, reps=args.reps, quick=args.quick, progress=progress)
+    result = measure(names, sizes, reps=args.reps, quick=args.quick,
+                     progress=lambda jobs: report.progress_bar(jobs, "sol"))
     written = save(result, args.out)
     print(markdown(result))
     print("wrote " + ", ".join(written))
