@@ -3,6 +3,7 @@
     python -m gn_mm variants [--arch sm_90a] [--compile] [--json]
     python -m gn_mm bench [--variants bf16,s8] [--shapes square|llm|all] [--quick] [--out stem]   (GPU)
     python -m gn_mm sol [--dtypes bf16,s8] [--sizes 4096,8192] [--quick] [--out stem]             (GPU)
+    python -m gn_mm w4a16-bench [--dtype bfloat16] [--ms 1,16] [--shapes 4096x4096] [--out stem]     (GPU)
     python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
 """
 
@@ -13,7 +14,7 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import microbench, runtime, sass, sm80_mm
+from . import microbench, runtime, sass, sm80_mm, sm80_w4a16
 from .errors import ArchError
 from .report import progress_bar
 from .arch import Arch
@@ -22,8 +23,8 @@ from .variant_table import MMA_SYNC, find_path, variants
 
 
 def compile_jobs(archs, variant_filter=None, all_configs=False):
-    """(variant, out, config, arch) tuples: each variant on each arch it exists for, with the config the
-    heuristic picks for a large problem, or every config that fits."""
+    """(label, KernelSpec) pairs: each mma.sync variant on each arch it exists for, with the config the
+    heuristic picks for a large problem, or every config that fits; and the W4A16 kernels (filter "w4a16")."""
     jobs = []
     for arch in archs:
         for v in MMA_SYNC:
@@ -34,17 +35,23 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                        else [choose_sm80(8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
             for cfg in configs:
                 for out in v.outs:
-                    jobs.append((v, out, cfg, arch))
+                    jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name},
+                                 sm80_mm.spec(v, out, cfg, arch)))
+        if arch.cc >= sm80_w4a16.MIN_CC and (not variant_filter or "w4a16" in variant_filter):
+            for (dtype, group, zeros), cfg in sm80_w4a16.compile_matrix(all_configs):
+                jobs.append(({"variant": f"w4a16 {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
+                              "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
+                             sm80_w4a16.spec(dtype, group, zeros, cfg, arch)))
     return jobs
 
 
 def _compile_one(job, backend):
-    v, out, cfg, arch = job
-    built = runtime.build(sm80_mm.spec(v, out, cfg, arch), backend=backend)
+    label, spec = job
+    built = runtime.build(spec, backend=backend)
     st = built.ptxas
-    return {"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name,
+    return {**label,
             "seconds": round(built.meta["seconds"], 3), "cached": built.from_disk, "registers": st.registers,
-            "smem_bytes": cfg.smem_bytes, "stack_bytes": st.stack_bytes, "spill_stores": st.spill_stores,
+            "smem_bytes": spec.smem_bytes, "stack_bytes": st.stack_bytes, "spill_stores": st.spill_stores,
             "spill_loads": st.spill_loads}
 
 
@@ -118,22 +125,24 @@ def cmd_variants(args) -> int:
     return 0
 
 
+# Subcommands whose argument parsers live in their own modules.
+_DELEGATED = {"bench": ".bench", "sol": ".sol", "w4a16-bench": ".bench_w4a16"}
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # its options live with the benchmark (gn_mm/bench.py)
-        from .bench import main as bench_main
+    if argv[:1] and argv[0] in _DELEGATED:  # their options live with the measuring modules
+        import importlib
 
-        return bench_main(argv[1:])
-    if argv[:1] == ["sol"]:  # and these with the speed-of-light table (gn_mm/sol.py)
-        from .sol import main as sol_main
-
-        return sol_main(argv[1:])
+        return importlib.import_module(_DELEGATED[argv[0]], __package__).main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m gn_mm", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
     sub.add_parser("bench", help="time gn_mm against torch peers per variant (needs a GPU); "
                                  "python -m gn_mm bench --help")
     sub.add_parser("sol", help="speed of light per dtype: datasheet, instruction ceilings, best gn_mm and vendor "
                                "matmul, bandwidth (needs a GPU); python -m gn_mm sol --help")
+    sub.add_parser("w4a16-bench", help="time gn_mm.w4a16_mm against fp16 torch.matmul and "
+                                       "torch._weight_int4pack_mm (needs a GPU); python -m gn_mm w4a16-bench --help")
     p = sub.add_parser("variants", help="the MMA variant table for the current GPU or a named arch; with "
                                         "--compile, each variant compiled (no GPU needed) and its SASS checked")
     p.add_argument("--arch", default="", help="e.g. sm_90a or sm_80,sm_89 (default: the current GPU)")

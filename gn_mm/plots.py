@@ -70,3 +70,40 @@ def sol_chart(result: dict, path: str) -> str | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def w4a16_chart(result: dict, path: str) -> str | None:
+    """Speed-up of gn_mm.w4a16_mm over fp16 torch.matmul (and torch._weight_int4pack_mm) against M, one panel
+    per (K, N), with the issue's targets as markers. Returns the path, or None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    shapes = list(dict.fromkeys((r["k"], r["n"]) for r in result["rows"]))
+    if not shapes:
+        return None
+    fig, axes = plt.subplots(1, len(shapes), figsize=(3.6 * len(shapes), 3.2), squeeze=False, sharey=True)
+    for ax, (k, n) in zip(axes[0], shapes):
+        rows = [r for r in result["rows"] if (r["k"], r["n"]) == (k, n)]
+        ms = [r["m"] for r in rows]
+        ax.plot(ms, [r["ratio_fp16"] for r in rows], "o-", label="vs fp16 matmul")
+        if any("ratio_int4pack" in r for r in rows):
+            ax.plot([r["m"] for r in rows if "ratio_int4pack" in r],
+                    [r["ratio_int4pack"] for r in rows if "ratio_int4pack" in r], "s--", label="vs _weight_int4pack_mm")
+        ax.plot([r["m"] for r in rows if r.get("target_fp16")], [r["target_fp16"] for r in rows if r.get("target_fp16")],
+                "k_", markersize=14, label="target vs fp16")
+        ax.axhline(1.0, color="grey", lw=0.5)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"K={k}, N={n}", fontsize=9)
+        ax.set_xlabel("M")
+    axes[0][0].set_ylabel("speed-up (x)")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"gn_mm W4A16 on {result['environment']['gpu']} ({result['dtype']}, G={result['group']}; "
+                 "CUDA-graph GPU time)", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.93))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

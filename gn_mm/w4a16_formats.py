@@ -11,6 +11,8 @@ GPTQ layout (K input features, N output features, group size G):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .errors import LayoutError
@@ -127,3 +129,95 @@ def from_int4_k_packed(w: torch.Tensor, *, dtype: torch.dtype = torch.float16):
     qweight = pack_nibbles(signed + 8, dim=1)
     scales = torch.ones((1, w.shape[1]), dtype=dtype, device=w.device)
     return qweight, scales, None, k
+
+
+# ---- gn_mm's kernel layout (read by cuda_src/sm80_w4a16.cu), made once at load time ------------------------
+# The fp16 / bf16 bit patterns of the power of two whose mantissa takes a nibble exactly (int4_dequant.cuh).
+MAGIC_BITS = {torch.float16: 0x6400, torch.bfloat16: 0x4300}
+
+
+@dataclass(frozen=True)
+class W4A16Weight:
+    """A GPTQ weight repacked for gn_mm's W4A16 kernels (see `prepare`). Pass it to `gn_mm.w4a16_mm`.
+
+    packed: [ceil(N/16), ceil(K/64), 32, 4] int32: word s of lane l of (strip b, stage c) holds the 8 nibbles
+            lane l needs for k16 step s of mma.sync's two n8 B fragments of columns 16b..16b+15.
+    scales: [ceil(N/16), groups, 8, 2] in the activation dtype: (strip b, group, g, h) = scale of column
+            16b + 8h + g. zeros: the same layout holding the bits of MAGIC + zero point, or None (zp_bias)."""
+
+    packed: torch.Tensor
+    scales: torch.Tensor
+    zeros: torch.Tensor | None
+    k: int
+    n: int
+    group_size: int
+    zp_bias: int
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.scales.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.packed.device
+
+    @property
+    def groups(self) -> int:
+        return self.scales.shape[1]
+
+
+def _columns_to_strips(x: torch.Tensor, n: int) -> torch.Tensor:
+    """[rows, N] -> [ceil(N/16), rows, 8, 2]: column 16b + 8h + g at (b, row, g, h); padded columns are 0."""
+    strips = -(-n // 16)
+    x = torch.nn.functional.pad(x, (0, strips * 16 - n))
+    return x.reshape(x.shape[0], strips, 2, 8).permute(1, 0, 3, 2).contiguous()
+
+
+def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None = None, *, group_size: int,
+            zp_bias: int = 8, g_idx=None) -> W4A16Weight:
+    """GPTQ tensors -> W4A16Weight in the kernels' fragment-ordered layout (pure torch, on their device).
+
+    Nibble i of a packed word is pair i % 4, half i // 4: pair p = (k + 8 if p odd) and (column + 8 if p >= 2),
+    half h = k + 1. Lane l = 4g + t of k16 step s at stage c holds k = 64c + 16s + 2t + h (+8) and column
+    16b + g (+8): exactly m16n8k16's B fragment registers b0 (k 2t, 2t+1) and b1 (k 2t+8, 2t+9), for n8 tiles
+    2j and 2j + 1. K pads to 64 and N to 16 with zeros (the kernel reads zero activations there)."""
+    problems = check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
+    if not 0 <= zp_bias <= 15:
+        problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
+    if problems:
+        raise LayoutError("; ".join(problems))
+    k, n = qweight.shape[0], qweight.shape[1] * 8
+    stages = -(-k // 64)
+    strips = -(-n // 16)
+    q = unpack_nibbles(qweight, dim=1).to(torch.int32)                          # [K, N]
+    q = torch.nn.functional.pad(q, (0, strips * 16 - n, 0, stages * 64 - k))
+    # k = 64c + 16s + 8kh + 2t + h, column = 16b + 8nh + g; nibble index = kh + 2 nh + 4 h.
+    q = q.reshape(stages, 4, 2, 4, 2, strips, 2, 8)                             # c s kh t h b nh g
+    q = q.permute(5, 0, 7, 3, 1, 4, 6, 2).reshape(strips, stages, 32, 4, 8)     # b c (g t) s (h nh kh)
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
+    words = (q.to(torch.int64) << shifts).sum(-1)
+    packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
+    s = _columns_to_strips(scales, n)
+    zeros = None
+    if qzeros is not None:
+        z = unpack_nibbles(qzeros, dim=1).to(torch.int16) + MAGIC_BITS[scales.dtype]
+        zeros = _columns_to_strips(z, n).view(scales.dtype)
+    return W4A16Weight(packed, s, zeros, k, n, group_size, zp_bias)
+
+
+def dequantize_prepared(w: W4A16Weight, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The [K, N] weight a W4A16Weight stands for (inverse of `prepare`; tests check the round trip)."""
+    strips, stages = w.packed.shape[:2]
+    shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=w.device)
+    nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # b c (g t) s (h nh kh)
+    q = nib.reshape(strips, stages, 8, 4, 4, 2, 2, 2).permute(1, 4, 7, 3, 5, 0, 6, 2)
+    q = q.reshape(stages * 64, strips * 16)[: w.k, : w.n].to(dtype)
+    per_k = torch.arange(w.k, device=w.device) // w.group_size
+
+    def columns(x: torch.Tensor) -> torch.Tensor:   # inverse of _columns_to_strips
+        return x.permute(1, 0, 3, 2).reshape(x.shape[1], strips * 16)[:, : w.n]
+
+    scale = columns(w.scales).to(dtype)
+    zero = (columns(w.zeros.view(torch.int16)).to(torch.int64) - MAGIC_BITS[w.dtype] if w.zeros is not None
+            else torch.full_like(scale, w.zp_bias, dtype=torch.int64))
+    return (q - zero[per_k].to(dtype)) * scale[per_k]

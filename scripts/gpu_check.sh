@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [bench] [sol] [sol_quick] [sanitize] [tune] [sanity]   (default: tests bench)
+#   bash scripts/gpu_check.sh [tests] [bench] [sol] [sol_quick] [sanitize] [tune] [sanity] [w4a16]
+#   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
@@ -36,6 +37,10 @@ for step in $steps; do
       python3 -m gn_mm sol --out "$OUT/sol" 2>&1 | tail -30 || status=1 ;;
     sol_quick)
       time python3 -m gn_mm sol --quick --out "$OUT/sol_quick" 2>&1 | tail -30 || status=1 ;;
+    w4a16)
+      python3 -m pytest tests/test_w4a16_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$OUT/w4a16_tests.log" | tail -5 \
+        || status=1
+      python3 scripts/w4a16_bench.py --out "$OUT/w4a16" 2>&1 | tail -30 || status=1 ;;
     sanity)
       python3 scripts/mma_sass.py --out "$OUT/mma_sass" 2>&1 | tail -40 || status=1 ;;
   esac

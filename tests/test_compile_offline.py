@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gn_mm import cli, compiler, microbench, runtime, sm80_mm, variant_table as variants
+from gn_mm import cli, compiler, microbench, runtime, sm80_mm, sm80_w4a16, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.config import sm80_candidates
 
@@ -12,25 +12,40 @@ ARCHS = [Arch.parse(a) for a in ("sm_80", "sm_89", "sm_90a", "sm_120")]
 
 
 def _build_all(jobs):
+    """jobs: (label, KernelSpec) pairs, as cli.compile_jobs makes them."""
     with ThreadPoolExecutor(2) as pool:
-        return list(pool.map(lambda j: (j, runtime.build(sm80_mm.spec(*j), backend="bindings")), jobs))
+        return list(pool.map(lambda j: (j[0], runtime.build(j[1], backend="bindings")), jobs))
+
+
+def _mm_job(v, out, cfg, arch):
+    return {"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name}, sm80_mm.spec(v, out, cfg, arch)
 
 
 def _assert_clean(results):
     bad = []
-    for (v, out, cfg, arch), built in results:
+    for label, built in results:
         st = built.ptxas
-        assert st.registers is not None, f"ptxas -v log missing for {v.name}->{out} {cfg.name} {arch.name}: {built.meta}"
+        what = " ".join(map(str, label.values()))
+        assert st.registers is not None, f"ptxas -v log missing for {what}: {built.meta}"
         if st.spills or st.stack_bytes:
-            bad.append(f"{v.name}->{out} {cfg.name} {arch.name}: {st}")
+            bad.append(f"{what}: {st}")
         assert built.cubin[:4] == b"\x7fELF"
     assert not bad, "register spills:\n" + "\n".join(bad)
 
 
 def test_every_variant_and_output_compiles_without_spills(fresh_cache):
     """All (A, B, acc, out) on every arch, with the config the heuristic picks for large problems."""
-    jobs = [(v, out, cfg, arch) for v, out, cfg, arch in cli.compile_jobs(ARCHS)]
-    assert len({(v.name, o) for v, o, _, _ in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
+    names = {v.name for v in variants.MMA_SYNC}
+    jobs = [j for j in cli.compile_jobs(ARCHS) if j[0]["variant"] in names]
+    assert len({(j[0]["variant"], j[0]["out"]) for j in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
+    _assert_clean(_build_all(jobs))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_w4a16_kernel_and_config_compiles_without_spills(arch, fresh_cache):
+    """fp16 / bf16 x every group size x with and without zero points x every config."""
+    jobs = cli.compile_jobs([Arch.parse(arch)], {"w4a16"}, all_configs=True)
+    assert len(jobs) == 2 * 4 * 2 * len(sm80_w4a16.CONFIGS)
     _assert_clean(_build_all(jobs))
 
 
@@ -46,7 +61,7 @@ def test_every_config_compiles_without_spills(arch, fresh_cache):
     for a, b, acc, out in picks:
         v = variants.find(a, b, acc)
         for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits):
-            jobs.append((v, out, cfg, arch))
+            jobs.append(_mm_job(v, out, cfg, arch))
     _assert_clean(_build_all(jobs))
 
 

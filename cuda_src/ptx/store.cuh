@@ -38,3 +38,12 @@ template <> struct Store<GN_OUT_S32> {
   static GN_DEVICE void two(u8* p, int v0, int v1) { *(s32x2*)p = s32x2{v0, v1}; }
   static GN_DEVICE void one(u8* p, int v) { *(int*)p = v; }
 };
+
+// One fp16 / bf16 value (raw bits) as float, for OUT_KIND GN_OUT_F16 / GN_OUT_BF16.
+template <int OUT_KIND> GN_DEVICE float to_float(u16 v);
+template <> GN_DEVICE float to_float<GN_OUT_F16>(u16 v) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(v));
+  return f;
+}
+template <> GN_DEVICE float to_float<GN_OUT_BF16>(u16 v) { return __uint_as_float((u32)v << 16); }

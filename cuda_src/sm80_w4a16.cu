@@ -1,0 +1,251 @@
+// sm80_w4a16: C = A @ dequant(W) (+ bias) with mma.sync, int4 weights dequantised in registers (sm_80+).
+//
+// A: [M, K] fp16/bf16, K contiguous. W: gn_mm's fragment-ordered int4 layout (gn_mm/w4a16_formats.py,
+// `prepare`): [N/16 strips][K/64 stages][32 lanes][4 words], where word s of a lane holds exactly the 8
+// nibbles that lane needs as the two m16n8k16 B fragments (n8 tiles 2j, 2j + 1) of k16 step s. A warp
+// streaming one 16-column strip over K therefore reads 512 contiguous bytes per 64 K values, one 16-byte
+// load per lane, and never shuffles. Scales / zero points: [N/16][groups][8][2] so that one 32-bit load gives
+// a lane its two columns (g, 8 + g) of a group.
+//
+// Pipeline: NUM_STAGES-deep cp.async ring of (A tile: BLOCK_M x 64 values, XOR-swizzled) + (W tile: BLOCK_N/16
+// strips x 512 bytes) -> ldmatrix A fragments, LDS.128 weight words -> dequant (int4_dequant.cuh) -> mma.sync
+// (f32 accumulation) -> bias -> masked stores. Split-K over gridDim.y for small M: each split writes its
+// accumulators to a workspace in fragment order, and the last CTA of a tile to arrive (an atomic ticket) sums
+// all splits in split order (deterministic) and runs the epilogue: one launch, no reduce kernel.
+
+// Header section: defaults so that editors can parse this file. gn_mm replaces everything above the marker
+// with a header rendered from codegen/sm80_w4a16.j2.
+#include "common.cuh"
+#define GN_ACT_KIND 0
+#define GN_MMA_INSTR "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+#define GN_HAS_ZEROS 0
+constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
+constexpr int BLOCK_M = 16, BLOCK_N = 64, NUM_WARP_M = 1, NUM_WARP_N = 4, NUM_STAGES = 4;
+// ---- kernel ----
+#include "int4_dequant.cuh"
+#include "ptx/copy.cuh"
+#include "ptx/mma.cuh"
+#include "ptx/store.cuh"
+
+namespace w4a16 {
+
+constexpr int NUM_THREADS = NUM_WARP_M * NUM_WARP_N * 32;
+constexpr int WARP_M = BLOCK_M / NUM_WARP_M;
+constexpr int WARP_N = BLOCK_N / NUM_WARP_N;
+constexpr int MI = WARP_M / 16;           // m16 fragments per warp
+constexpr int NS = WARP_N / 16;           // 16-column weight strips per warp
+constexpr int NT = 2 * NS;                // n8 fragments per warp
+constexpr int STAGE_K = 64;               // K values per stage: 128 bytes of A per row, 4 k16 steps
+constexpr int A_TILE = BLOCK_M * 128;
+constexpr int W_TILE = (BLOCK_N / 16) * 512;
+constexpr int STAGE_BYTES = A_TILE + W_TILE;
+constexpr int GROUPS_PER_STAGE = GROUP_SIZE == 32 ? 2 : 1;  // G = 32: k16 steps 0-1 and 2-3 differ
+constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
+
+static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "warp tile must be a multiple of 16x16");
+static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
+static_assert(NUM_STAGES >= 2, "need at least two stages");
+
+typedef Mma<GN_ACC_F32> MmaOp;
+
+// 128-byte A rows: chunk c of row r sits at chunk c ^ (r % 8), so the 8 rows of one ldmatrix hit 8 bank groups.
+GN_DEVICE u32 a_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row % 8)) << 4); }
+
+// One stage: A rows [m0, m0 + BLOCK_M) x K values [64 kt, 64 kt + 64) and the CTA's weight strips at stage kt.
+// Rows past M, K past the end and strips past N arrive as zeros (cp.async src-size 0 or short).
+GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, int lda, int M, int m0, int k_bytes,
+                          int strip0, int strips, int k_stages, int kt, int tid) {
+#pragma unroll
+  for (int i = tid; i < BLOCK_M * 8; i += NUM_THREADS) {
+    const int row = i / 8, chunk = i % 8, k = kt * 128 + chunk * 16;
+    const int bytes = (m0 + row < M) ? gn_max(0, gn_min(16, k_bytes - k)) : 0;
+    const u8* src = bytes ? A + (i64)(m0 + row) * lda + k : A;
+    cp_async_16(dst + a_offset(row, chunk), src, bytes);
+  }
+#pragma unroll
+  for (int i = tid; i < (BLOCK_N / 16) * 32; i += NUM_THREADS) {
+    const int strip = strip0 + i / 32;
+    const bool ok = strip < strips;
+    const uint4* src = ok ? W + ((i64)strip * k_stages + kt) * 32 + i % 32 : W;
+    cp_async_16(dst + A_TILE + i * 16, src, ok ? 16 : 0);
+  }
+}
+
+// The group of k16 step `step` of stage kt (clamped: the K padding past the last group reads zeros of A).
+GN_DEVICE int group_of(int kt, int step, int groups) {
+  if constexpr (GROUP_SIZE == 0) return 0;
+  return gn_min((kt * STAGE_K + step * 16) / GROUP_SIZE, groups - 1);
+}
+
+// Scale and zero words (columns g, 8 + g) of this lane's strips for group slot q of stage kt.
+struct GroupWords {
+  u32 s[NS][GROUPS_PER_STAGE], z[NS][GROUPS_PER_STAGE];
+
+  GN_DEVICE void load(const u32* S, const u32* Z, u32 z_const, int strip0, int strips, int groups, int kt,
+                      int g) {
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int q = 0; q < GROUPS_PER_STAGE; ++q) {
+        const int strip = gn_min(strip0 + j, strips - 1);
+        const i64 at = ((i64)strip * groups + group_of(kt, 2 * q, groups)) * 8 + g;
+        s[j][q] = __ldg(S + at);
+        z[j][q] = GN_HAS_ZEROS ? __ldg(Z + at) : z_const;
+      }
+  }
+};
+
+}  // namespace w4a16
+
+using namespace w4a16;
+
+// A: activations (byte pointer, row stride lda bytes); W, S, Z: packed weight, scales, zero points (Z unused
+// without zero points: z_bits is MAGIC + zp_bias in both halves instead); bias: [N] in the activation dtype
+// (has_bias); C: [M, N] contiguous. ws / tickets: split-K workspace and per-tile counters (zero between calls:
+// the last CTA of a tile resets its counter). k_stages: K / 64 rounded up (the packed layout's stage count).
+extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
+    const u8* __restrict__ A, const uint4* __restrict__ W, const u32* __restrict__ S, const u32* __restrict__ Z,
+    const u16* __restrict__ bias, u8* __restrict__ C, float4* __restrict__ ws, int* __restrict__ tickets, int M,
+    int N, int K, int lda, int k_stages, int groups, int z_bits, int has_bias) {
+  extern __shared__ __align__(128) u8 smem[];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp / NUM_WARP_N, warp_n = warp % NUM_WARP_N;
+  const int g = lane / 4, t = lane % 4;
+
+  // Consecutive CTAs take consecutive M tiles of one column block: the weight tile is read once from DRAM.
+  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M;
+  const int tile = blockIdx.x, tile_m = tile % grid_m, tile_n = tile / grid_m;
+  const int m0 = tile_m * BLOCK_M, n0 = tile_n * BLOCK_N;
+  const int strips = (N + 15) / 16, strip0 = n0 / 16, warp_strip0 = strip0 + warp_n * NS;
+
+  const int per_split = (k_stages + gridDim.y - 1) / gridDim.y;
+  const int kt0 = blockIdx.y * per_split;  // the host makes every split non-empty
+  const int k_tiles = gn_min(per_split, k_stages - kt0);
+  const int k_bytes = K * 2;
+  const u32 smem0 = smem_u32(smem);
+
+  float acc[MI][NT][4];
+#pragma unroll
+  for (int i = 0; i < MI; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < NUM_STAGES - 1; ++s) {
+    if (s < k_tiles)
+      load_stage(smem0 + s * STAGE_BYTES, A, W, lda, M, m0, k_bytes, strip0, strips, k_stages, kt0 + s, tid);
+    cp_async_commit();
+  }
+
+  const u32 z_const = (u32)z_bits;
+  GroupWords words;
+  words.load(S, Z, z_const, warp_strip0, strips, groups, kt0, g);
+  // ldmatrix.x4 of an m16k16 A fragment: lanes 0-15 address rows, lanes 16-31 the same rows' next chunk.
+  const int a_row = warp_m * WARP_M + lane % 16, a_half = lane / 16;
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    cp_async_wait<NUM_STAGES - 2>();
+    __syncthreads();  // stage kt has landed, and every warp is done with the slot the next load reuses
+    if (kt + NUM_STAGES - 1 < k_tiles)
+      load_stage(smem0 + ((kt + NUM_STAGES - 1) % NUM_STAGES) * STAGE_BYTES, A, W, lda, M, m0, k_bytes, strip0,
+                 strips, k_stages, kt0 + kt + NUM_STAGES - 1, tid);
+    cp_async_commit();
+
+    const u32 stage = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
+    const u8* wtile = smem + (kt % NUM_STAGES) * STAGE_BYTES + A_TILE;
+    uint4 wv[NS];
+#pragma unroll
+    for (int j = 0; j < NS; ++j) wv[j] = *(const uint4*)(wtile + ((warp_n * NS + j) * 32 + lane) * 16);
+    DqGroup dq[NS][GROUPS_PER_STAGE];
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int q = 0; q < GROUPS_PER_STAGE; ++q) dq[j][q].set(words.s[j][q], words.z[j][q]);
+    // The next stage's scales are in flight while this one computes.
+    if (kt + 1 < k_tiles) words.load(S, Z, z_const, warp_strip0, strips, groups, kt0 + kt + 1, g);
+
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      u32 af[MI][4];
+#pragma unroll
+      for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], stage + a_offset(a_row + i * 16, 2 * step + a_half));
+#pragma unroll
+      for (int j = 0; j < NS; ++j) {
+        const u32 w = step == 0 ? wv[j].x : step == 1 ? wv[j].y : step == 2 ? wv[j].z : wv[j].w;
+        u32 b[4];
+        dq[j][GROUPS_PER_STAGE == 2 ? step / 2 : 0].word(w, b);
+        const u32 b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+#pragma unroll
+        for (int i = 0; i < MI; ++i) {
+          MmaOp::run(acc[i][2 * j], af[i], b0);
+          MmaOp::run(acc[i][2 * j + 1], af[i], b1);
+        }
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  if (gridDim.y > 1) {
+    // Split-K: publish this split's sums, take a ticket; the last split of the tile sums them all in order.
+    constexpr int V = MI * NT;  // float4s per thread
+    float4* mine = ws + (i64)tile * gridDim.y * V * NUM_THREADS;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+        __stcg(mine + ((i64)blockIdx.y * V + i * NT + j) * NUM_THREADS + tid,
+               make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
+    __threadfence();
+    __syncthreads();
+    __shared__ int last;
+    if (tid == 0) {
+      last = atomicAdd(tickets + tile, 1) == (int)gridDim.y - 1;
+      if (last) tickets[tile] = 0;  // ready for the next launch
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int s = 0; s < (int)gridDim.y; ++s) {
+          const float4 v = s == (int)blockIdx.y ? make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3])
+                                                : __ldcg(mine + ((i64)s * V + i * NT + j) * NUM_THREADS + tid);
+          sum.x += v.x;
+          sum.y += v.y;
+          sum.z += v.z;
+          sum.w += v.w;
+        }
+        acc[i][j][0] = sum.x;
+        acc[i][j][1] = sum.y;
+        acc[i][j][2] = sum.z;
+        acc[i][j][3] = sum.w;
+      }
+  }
+
+  // Epilogue from registers: thread (g, t) holds rows g, g + 8 and columns 2t, 2t + 1 of each fragment. N is a
+  // multiple of 8, so a column pair is entirely in or out, and C rows are 4-byte aligned.
+  typedef Store<OUT> St;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int col = n0 + warp_n * WARP_N + j * 8 + 2 * t;
+    if (col >= N) continue;
+    float b0 = 0.f, b1 = 0.f;
+    if (has_bias) {
+      const u32 bb = *(const u32*)(bias + col);
+      b0 = to_float<OUT>((u16)(bb & 0xffff));
+      b1 = to_float<OUT>((u16)(bb >> 16));
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + warp_m * WARP_M + i * 16 + g + 8 * h;
+        if (row < M) St::two(C + ((i64)row * N + col) * 2, acc[i][j][2 * h] + b0, acc[i][j][2 * h + 1] + b1);
+      }
+  }
+}

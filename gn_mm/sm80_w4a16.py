@@ -1,0 +1,151 @@
+"""The sm80_w4a16 kernel family: fp16/bf16 activations x int4 weights with mma.sync, the weight dequantised in
+registers (cuda_src/sm80_w4a16.cu). Configs are data; `choose` is the heuristic; `Plan` launches."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from . import runtime
+from .arch import Arch
+from .runtime import KernelSpec
+from .w4a16_formats import MAGIC_BITS, W4A16Weight
+
+STEM = "sm80_w4a16"
+# A, W, S, Z, bias, C, workspace, tickets; then M, N, K, lda, k_stages, groups, z_bits, has_bias.
+KINDS = (runtime.TENSOR,) * 8 + (runtime.INT,) * 8
+ACT_KIND = {torch.float16: 0, torch.bfloat16: 1}
+INSTR = {torch.float16: "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+         torch.bfloat16: "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}
+MIN_CC = 80
+
+
+@dataclass(frozen=True)
+class W4A16Config:
+    block_m: int
+    block_n: int
+    warp_m: int  # warps along M
+    warp_n: int  # warps along N
+    stages: int
+
+    @property
+    def name(self) -> str:
+        return f"w4a16_{self.block_m}x{self.block_n}_w{self.warp_m}x{self.warp_n}_s{self.stages}"
+
+    @classmethod
+    def parse(cls, name: str) -> "W4A16Config":
+        m = re.fullmatch(r"w4a16_(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)", name.strip())
+        if not m:
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16_16x64_w1x4_s6")
+        return cls(*(int(x) for x in m.groups()))
+
+    @property
+    def threads(self) -> int:
+        return self.warp_m * self.warp_n * 32
+
+    @property
+    def smem_bytes(self) -> int:
+        # A: block_m rows x 128 bytes; W: block_n / 16 strips x 512 bytes; per stage.
+        return self.stages * (self.block_m * 128 + self.block_n * 32)
+
+
+C = W4A16Config
+# By the largest M each serves (data, not branches): decode streams the weight with a 16-row A tile and many
+# CTAs (split-K); larger M amortises each dequantised weight fragment over more MMAs.
+CONFIGS = (
+    (16, C(16, 64, 1, 4, 6)),
+    (32, C(32, 64, 1, 4, 6)),
+    (64, C(64, 128, 1, 4, 4)),
+    (1 << 31, C(128, 128, 2, 4, 4)),
+)
+MIN_STAGES_PER_SPLIT = 4  # 256 K values: below that a split is mostly prologue
+
+
+def choose(m: int) -> W4A16Config:
+    """The config for M's class."""
+    return next(c for limit, c in CONFIGS if m <= limit)
+
+
+def splits_for(config: W4A16Config, m: int, n: int, k_stages: int, sm_count: int, smem_per_sm: int) -> int:
+    """K splits: split until the CTAs fill the GPU once, keeping MIN_STAGES_PER_SPLIT per split."""
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    resident = max(1, min(smem_per_sm // (config.smem_bytes + 1024), 2048 // config.threads, 16))
+    splits = max(1, min(-(-sm_count * resident // tiles), k_stages // MIN_STAGES_PER_SPLIT))
+    return nonempty_splits(splits, k_stages)
+
+
+def nonempty_splits(splits: int, k_stages: int) -> int:
+    """The number of splits that actually get K stages when each takes ceil(k_stages / splits)."""
+    per = -(-k_stages // splits)
+    return -(-k_stages // per)
+
+
+def compile_matrix(all_configs: bool = False):
+    """((dtype, kernel group size, has_zeros), config) for every kernel the API can build: every config, or the
+    decode and the largest one."""
+    configs = [c for _, c in CONFIGS] if all_configs else [CONFIGS[0][1], CONFIGS[-1][1]]
+    return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
+            for zeros in (False, True) for cfg in configs]
+
+
+def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: W4A16Config, arch: Arch) -> KernelSpec:
+    """group_size 0: one group spans K (per-channel scales)."""
+    params = {"variant_name": f"w4a16 {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+              "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
+              "has_zeros": int(has_zeros), "group_size": group_size}
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
+
+
+def kernel_group_size(w: W4A16Weight) -> int:
+    """What the kernel is specialised for: the group size, or 0 when one group spans K."""
+    return 0 if w.groups == 1 else w.group_size
+
+
+_tickets: dict = {}  # (device, stream) -> int32 counters, zero between launches (the kernel resets them)
+_tickets_lock = threading.Lock()
+
+
+def tickets(device: torch.device, count: int) -> torch.Tensor:
+    """Split-K tile counters for the current stream (one set per stream: concurrent streams never share)."""
+    key = (device.index, runtime._current_stream())
+    t = _tickets.get(key)
+    if t is None or t.numel() < count:
+        with _tickets_lock:
+            t = _tickets[key] = torch.zeros(max(count, 1024), dtype=torch.int32, device=device)
+    return t
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: W4A16Config
+    splits: int
+    tiles: int
+    main: object
+
+    @classmethod
+    def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, config: W4A16Config,
+             splits: int, arch: Arch, device) -> "Plan":
+        """group_size: as the kernel is specialised (kernel_group_size)."""
+        s = spec(dtype, group_size, has_zeros, config, arch)
+        tiles = -(-m // config.block_m) * -(-n // config.block_n)
+        return cls(config, splits, tiles, runtime.kernel(s, device))
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None."""
+        cfg, m = self.config, a.shape[0]
+        if self.splits > 1:
+            ws = torch.empty(self.tiles * self.splits * cfg.block_m * cfg.block_n, dtype=torch.float32,
+                             device=a.device)
+            tk = tickets(a.device, self.tiles)
+        else:
+            ws = tk = c  # unused
+        z_bits = (MAGIC_BITS[w.dtype] + w.zp_bias) * 0x10001
+        z_bits -= (1 << 32) if z_bits >= 1 << 31 else 0  # as a 32-bit int
+        runtime.launch(self.main, (self.tiles, self.splits, 1), (cfg.threads, 1, 1),
+                       [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
+                        bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0) * 2,
+                        w.packed.shape[1], w.groups, z_bits, int(bias is not None)],
+                       cfg.smem_bytes, KINDS)

@@ -1,0 +1,149 @@
+"""gn_mm.w4a16_mm: fp16/bf16 activations x int4 GPTQ weights (group scales, optional zero points).
+
+On CUDA the sm80_w4a16 kernel runs (sm_80+); on ROCm builds of torch its hipRTC twin (gn_mm/rocm_w4a16.py).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import runtime, sm80_w4a16
+from .arch import Arch
+from .errors import ArchError, LayoutError, UnsupportedError
+from .w4a16_formats import W4A16Weight, check_gptq, prepare
+
+ACT_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def can_implement(a: torch.Tensor | None, qweight, scales=None, qzeros=None, *, group_size: int | None = None,
+                  zp_bias: int = 8, bias: torch.Tensor | None = None, g_idx=None) -> list[str]:
+    """Why gn_mm would refuse `w4a16_mm(a, qweight, scales, qzeros, ...)`: one line per problem, naming the
+    argument and what is allowed; an empty list when it can run. `a` may be None to check only the weight.
+    `qweight` may be a prepared W4A16Weight (then scales, qzeros and group_size are not given)."""
+    problems = []
+    if isinstance(qweight, W4A16Weight):
+        if scales is not None or qzeros is not None or group_size is not None:
+            problems.append("scales, qzeros, group_size: already inside the prepared W4A16Weight; pass None")
+        k, n, dtype, device = qweight.k, qweight.n, qweight.dtype, qweight.device
+    else:
+        if group_size is None:
+            return ["group_size: required with GPTQ tensors (32, 64, 128 or K)"]
+        problems += check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
+        if not 0 <= zp_bias <= 15:
+            problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
+        if problems:
+            return problems
+        k, n, dtype, device = qweight.shape[0], qweight.shape[1] * 8, scales.dtype, qweight.device
+    if a is not None:
+        if not isinstance(a, torch.Tensor):
+            return problems + [f"a: expected a torch.Tensor, got {type(a).__name__}"]
+        if a.dtype not in ACT_DTYPES:
+            problems.append(f"a: dtype {a.dtype} is not supported; activations must be torch.float16 or "
+                            f"torch.bfloat16")
+        elif a.dtype != dtype:
+            problems.append(f"a: dtype {a.dtype} differs from the scales' {dtype} (the output dtype); "
+                            f"convert one of them")
+        if a.dim() != 2 or a.shape[1] != k:
+            problems.append(f"a: expected shape [M, K] with K = {k} (qweight's rows), got {tuple(a.shape)}")
+        if a.device != device:
+            problems.append(f"a: on {a.device}, the weight is on {device}")
+        elif a.device.type != "cuda":
+            problems.append(f"a: on {a.device}; w4a16_mm runs on a CUDA or ROCm GPU")
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.dtype != dtype or tuple(bias.shape) != (n,):
+            problems.append(f"bias: expected a [{n}] tensor of {dtype}")
+        elif bias.device != device:
+            problems.append(f"bias: on {bias.device}, the weight is on {device}")
+    return problems
+
+
+def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzeros: torch.Tensor | None = None, *,
+             group_size: int | None = None, zp_bias: int = 8, bias: torch.Tensor | None = None, g_idx=None,
+             config: sm80_w4a16.W4A16Config | str | None = None, splits: int | None = None,
+             out: torch.Tensor | None = None) -> torch.Tensor:
+    """out[M, N] = a[M, K] @ dequant(W)[K, N] (+ bias), in a's dtype, with fp32 accumulation.
+
+    a: float16 or bfloat16 activations, [M, K] (rows whose start is not 16-byte aligned are copied once).
+    qweight: a W4A16Weight from `gn_mm.prepare_w4a16` (the fast path: repacked once at load time), or the GPTQ
+      tensors themselves, repacked on every call (convenient, slower):
+        qweight [K, N // 8] int32, 8 consecutive N-values per word at bits 0, 4, ..., 28;
+        scales [K // G, N] in a's dtype; qzeros [K // G, N // 8] int32 packed like qweight, or None: then every
+        zero point is zp_bias (8: symmetric uint4b8). w = (q - zero) * scale.
+    group_size: G in {32, 64, 128} or K (per-channel); with GPTQ tensors only.
+    g_idx: act-order (desc_act) checkpoints are not supported: passing one raises with that explanation.
+    bias: [N] in a's dtype. config / splits: override the heuristic (a W4A16Config or its name; K splits).
+    out: optional contiguous [M, N] result tensor of a's dtype (a preallocated serving buffer).
+    Errors name the argument (see `w4a16_can_implement`)."""
+    w = qweight
+    problems = can_implement(a, qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias, bias=bias,
+                             g_idx=g_idx)
+    if problems:
+        kind = UnsupportedError if any(p.startswith(("a: dtype", "g_idx")) for p in problems) else LayoutError
+        raise kind("w4a16_mm: " + "; ".join(problems))
+    if not isinstance(w, W4A16Weight):
+        w = prepare(qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias)
+    if a.stride(-1) != 1 or (a.stride(0) * 2) % 16 or a.data_ptr() % 16:
+        a = _aligned_rows(a)
+    if bias is not None:
+        bias = bias.contiguous()
+    m = a.shape[0]
+    c = _out(out, m, w.n, w.dtype, a.device)
+    if m == 0:
+        return c
+    if torch.version.hip:
+        from . import rocm_w4a16
+
+        rocm_w4a16.launch(a, w, c, bias)
+        return c
+    _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[1],
+          runtime.current_device(), _config(config), splits).launch(a, w, c, bias)
+    return c
+
+
+def _out(out, m: int, n: int, dtype, device) -> torch.Tensor:
+    if out is None:
+        return torch.empty((m, n), dtype=dtype, device=device)
+    if not isinstance(out, torch.Tensor) or out.dtype != dtype or tuple(out.shape) != (m, n) \
+            or out.device != device or not out.is_contiguous():
+        raise LayoutError(f"out: expected a contiguous [{m}, {n}] tensor of {dtype} on {device}")
+    return out
+
+
+def _aligned_rows(a: torch.Tensor) -> torch.Tensor:
+    """A copy of `a` whose rows start on 16-byte boundaries (K padded to a multiple of 8 with zeros)."""
+    m, k = a.shape
+    out = torch.zeros((m, -(-k // 8) * 8), dtype=a.dtype, device=a.device)
+    out[:, :k] = a
+    return out
+
+
+def _config(config):
+    if config is None or isinstance(config, sm80_w4a16.W4A16Config):
+        return config
+    return sm80_w4a16.W4A16Config.parse(config)
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, splits):
+    device = torch.device("cuda", device_index)
+    arch = Arch.of_device(device)
+    if arch.cc < sm80_w4a16.MIN_CC:
+        raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
+    props = torch.cuda.get_device_properties(device)
+    smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 164 * 1024)
+    config = config or sm80_w4a16.choose(m)
+    if config.smem_bytes > arch.smem_per_block():
+        raise LayoutError(f"config: {config.name} needs {config.smem_bytes} bytes of shared memory, "
+                          f"{arch.name} allows {arch.smem_per_block()}")
+    if splits is None:
+        splits = sm80_w4a16.splits_for(config, m, n, k_stages, props.multi_processor_count, smem_per_sm)
+    elif not 1 <= splits <= k_stages:
+        raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
+    else:
+        splits = sm80_w4a16.nonempty_splits(splits, k_stages)
+    return sm80_w4a16.Plan.make(dtype, group_size, has_zeros, m, n, config, splits, arch, device)
+
+
+runtime.on_clear.append(_plan.cache_clear)

@@ -1,0 +1,167 @@
+"""GPU tier for gn_mm.w4a16_mm: symmetric and asymmetric, every group size, fp16 and bf16, M from decode to
+prefill, ragged N and K within the format's rules, against float64 dequantise-then-matmul.
+
+Two references: the exact float64 one (W from the GPTQ tensors in float64), and the one the kernel must match
+to within fp32 accumulation and one output rounding: each weight rounded once to the activation dtype, as
+(q - zero) * scale in that dtype is. Outputs are poisoned before launch.
+"""
+
+import pytest
+import torch
+
+import gn_mm
+from gn_mm import sm80_w4a16, w4a16_formats as fmt
+
+pytestmark = pytest.mark.gpu
+DTYPES = (torch.float16, torch.bfloat16)
+EPS = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+MS = (1, 3, 16, 64, 255, 2048)
+# (K, N) per group size: K a multiple of G (G = K: any K), N a multiple of 8 but not of 16 or 64.
+SHAPES = {32: (160, 1000), 64: (320, 72), 128: (640, 264), "K": (204, 8)}
+
+
+def make_weight(k, n, g, asym, dtype, device="cuda", seed=0):
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    q = torch.randint(0, 16, (k, n), generator=gen)
+    groups = k // g
+    scales = (torch.rand(groups, n, generator=gen) * 0.05 + 0.005).to(dtype)
+    zeros = torch.randint(0, 16, (groups, n), generator=gen)
+    qweight = fmt.pack_nibbles(q, dim=1).to(device)
+    qzeros = fmt.pack_nibbles(zeros, dim=1).to(device) if asym else None
+    return qweight, scales.to(device), qzeros
+
+
+def references(a, qweight, scales, qzeros, g, bias):
+    """(float64 truth, float64 product of the weight rounded once to the activation dtype, |a| @ |w|)."""
+    w64 = fmt.dequantize_gptq(qweight, scales, qzeros, group_size=g)
+    w_act = w64.to(a.dtype).double()  # (q - z) is exact; one rounding of the product, as in the kernel
+    a64 = a.double()
+    b = bias.double() if bias is not None else 0.0
+    return a64 @ w64 + b, a64 @ w_act + b, a64.abs() @ w_act.abs()
+
+
+def check(out, a, qweight, scales, qzeros, g, bias=None):
+    truth, rounded, mag = references(a, qweight, scales, qzeros, g, bias)
+    assert not torch.isnan(out).any(), "unwritten or NaN outputs"
+    o = out.double()
+    eps = EPS[a.dtype]
+    # Against the weights the kernel multiplies: one output rounding plus fp32 accumulation.
+    bound = eps * rounded.abs() + 1e-5 * mag + 1e-6
+    excess = (o - rounded).abs() - bound
+    assert excess.max() <= 0, f"max error {((o - rounded).abs()).max():.3e} beyond bound at {excess.argmax()}"
+    # And against the float64 truth: the weight rounding on top (relative Frobenius).
+    rel = (o - truth).norm() / truth.norm().clamp_min(1e-30)
+    assert rel < 4 * eps, f"relative error {rel:.3e} vs float64 dequantise-then-matmul"
+
+
+def poisoned(m, n, dtype):
+    return torch.full((m, n), float("nan"), dtype=dtype, device="cuda")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+@pytest.mark.parametrize("g", [32, 64, 128, "K"])
+@pytest.mark.parametrize("asym", [False, True], ids=["sym", "asym"])
+@pytest.mark.parametrize("m", MS)
+def test_w4a16_matrix(dtype, g, asym, m):
+    k, n = SHAPES[g]
+    group = k if g == "K" else g
+    qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=m)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
+    out = gn_mm.w4a16_mm(a, w, out=poisoned(m, n, dtype))
+    check(out, a, qweight, scales, qzeros, group)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_gptq_tensors_directly_bias_and_zp_bias(dtype):
+    k, n, g, m = 256, 96, 64, 5
+    qweight, scales, _ = make_weight(k, n, g, False, dtype)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype)
+    out = gn_mm.w4a16_mm(a, qweight, scales, group_size=g, bias=bias, zp_bias=7)
+    w64 = fmt.dequantize_gptq(qweight, scales, None, group_size=g, zp_bias=7)
+    zeros7 = fmt.pack_nibbles(torch.full((k // g, n), 7), dim=1).cuda()  # the same weight, explicit zeros
+    assert torch.equal(w64, fmt.dequantize_gptq(qweight, scales, zeros7, group_size=g))
+    check(out, a, qweight, scales, zeros7, g, bias)
+
+
+@pytest.mark.parametrize("splits", [1, 2, 3, 7])
+def test_split_k_is_deterministic_and_correct(splits):
+    k, n, g, m = 7 * 64 + 128, 200, 64, 4
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16)
+    a = torch.randn(m, k, device="cuda").half()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    first = gn_mm.w4a16_mm(a, w, splits=splits, out=poisoned(m, n, torch.float16))
+    check(first, a, qweight, scales, qzeros, g)
+    for _ in range(3):  # tickets reset themselves: repeated calls stay right and bit-identical
+        assert torch.equal(gn_mm.w4a16_mm(a, w, splits=splits), first)
+
+
+@pytest.mark.parametrize("config", [c for _, c in sm80_w4a16.CONFIGS], ids=lambda c: c.name)
+def test_every_config(config):
+    k, n, g, m = 384, 328, 128, 77
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.bfloat16)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    check(gn_mm.w4a16_mm(a, w, config=config, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+
+
+def test_strided_and_unaligned_activations():
+    k, n, g = 128, 64, 32
+    qweight, scales, qzeros = make_weight(k, n, g, False, torch.float16)
+    big = torch.randn(9, k + 3, device="cuda").half()
+    a = big[:, 1 : k + 1]  # rows start 2 bytes off a 16-byte boundary
+    check(gn_mm.w4a16_mm(a, qweight, scales, group_size=g), a, qweight, scales, qzeros, g)
+    at = torch.randn(k, 9, device="cuda").half().t()  # column-major activations
+    check(gn_mm.w4a16_mm(at, qweight, scales, group_size=g), at, qweight, scales, qzeros, g)
+
+
+def test_converters_feed_the_kernel():
+    k, n, g, m = 256, 64, 128, 3
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randint(0, 16, (n, k), generator=gen)
+    zero = torch.randint(0, 16, (n, k // g), generator=gen)
+    scale = (torch.rand(n, k // g, generator=gen) * 0.05).half()
+    qweight, scales, qzeros, group = fmt.from_compressed_tensors(
+        fmt.pack_nibbles(q, dim=1).cuda(), scale.cuda(), fmt.pack_nibbles(zero, dim=0).cuda())
+    a = torch.randn(m, k, device="cuda").half()
+    check(gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=group), a, qweight, scales, qzeros, group)
+    v = torch.randint(-8, 8, (k, n), generator=gen)
+    packed = ((v[0::2] & 0xF) | ((v[1::2] & 0xF) << 4)).to(torch.uint8).view(torch.int8).cuda()
+    qweight, scales, qzeros, group = fmt.from_int4_k_packed(packed)
+    out = gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=group)
+    torch.testing.assert_close(out.double(), a.double() @ v.double().cuda(), rtol=2e-3, atol=2e-3)
+
+
+def test_errors_on_the_gpu():
+    qweight, scales, _ = make_weight(128, 64, 64, False, torch.float16)
+    a = torch.randn(2, 128, device="cuda").half()
+    with pytest.raises(gn_mm.UnsupportedError, match="a: dtype torch.float32"):
+        gn_mm.w4a16_mm(a.float(), qweight, scales, group_size=64)
+    with pytest.raises(gn_mm.LayoutError, match=r"a: expected shape \[M, K\] with K = 128"):
+        gn_mm.w4a16_mm(a[:, :64], qweight, scales, group_size=64)
+    with pytest.raises(gn_mm.LayoutError, match="a: on cpu"):
+        gn_mm.w4a16_mm(a.cpu(), qweight, scales, group_size=64)
+    with pytest.raises(gn_mm.UnsupportedError, match="g_idx: act-order"):
+        gn_mm.w4a16_mm(a, qweight, scales, group_size=64, g_idx=torch.arange(128, device="cuda"))
+    with pytest.raises(gn_mm.LayoutError, match="bias: expected a \\[64\\] tensor"):
+        gn_mm.w4a16_mm(a, qweight, scales, group_size=64, bias=torch.zeros(63, device="cuda").half())
+    with pytest.raises(gn_mm.LayoutError, match="splits"):
+        gn_mm.w4a16_mm(a, qweight, scales, group_size=64, splits=5)
+
+
+def test_cuda_graph_capture():
+    k, n, g, m = 512, 256, 128, 1
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    a = torch.randn(m, k, device="cuda").half()
+    expected = gn_mm.w4a16_mm(a, w, splits=4)
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            out = gn_mm.w4a16_mm(a, w, splits=4)
+    for _ in range(3):
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, expected)
