@@ -8,8 +8,8 @@
 // a lane its two columns (g, 8 + g) of a group.
 //
 // Pipeline: NUM_STAGES-deep cp.async ring of (A tile: BLOCK_M x 64 values, XOR-swizzled) + (W tile: BLOCK_N/16
-// strips x 512 bytes) -> ldmatrix A fragments, LDS.128 weight words -> dequant (int4_dequant.cuh) -> mma.sync
-// (f32 accumulation) -> bias -> masked stores. Split-K over gridDim.y for small M: each split writes its
+// strips x 512 bytes) + (their scales / zero points) -> ldmatrix A fragments, LDS.128 weight words -> dequant
+// (int4_dequant.cuh) -> mma.sync (f32 accumulation) -> bias -> masked stores. Split-K over gridDim.y for small M: each split writes its
 // accumulators to a workspace in fragment order, and the last CTA of a tile to arrive (an atomic ticket) sums
 // all splits in split order (deterministic) and runs the epilogue: one launch, no reduce kernel.
 
@@ -36,10 +36,12 @@ constexpr int MI = WARP_M / 16;           // m16 fragments per warp
 constexpr int NS = WARP_N / 16;           // 16-column weight strips per warp
 constexpr int NT = 2 * NS;                // n8 fragments per warp
 constexpr int STAGE_K = 64;               // K values per stage: 128 bytes of A per row, 4 k16 steps
-constexpr int A_TILE = BLOCK_M * 128;
-constexpr int W_TILE = (BLOCK_N / 16) * 512;
-constexpr int STAGE_BYTES = A_TILE + W_TILE;
 constexpr int GROUPS_PER_STAGE = GROUP_SIZE == 32 ? 2 : 1;  // G = 32: k16 steps 0-1 and 2-3 differ
+constexpr int CTA_STRIPS = BLOCK_N / 16;
+constexpr int A_TILE = BLOCK_M * 128;
+constexpr int W_TILE = CTA_STRIPS * 512;
+constexpr int S_TILE = CTA_STRIPS * GROUPS_PER_STAGE * 32;  // per strip and group: 8 lanes' column pairs
+constexpr int STAGE_BYTES = A_TILE + W_TILE + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 
 static_assert(WARP_M % 16 == 0 && WARP_N % 16 == 0, "warp tile must be a multiple of 16x16");
@@ -53,8 +55,17 @@ GN_DEVICE u32 a_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row %
 
 // One stage: A rows [m0, m0 + BLOCK_M) x K values [64 kt, 64 kt + 64) and the CTA's weight strips at stage kt.
 // Rows past M, K past the end and strips past N arrive as zeros (cp.async src-size 0 or short).
-GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, int lda, int M, int m0, int k_bytes,
-                          int strip0, int strips, int k_stages, int kt, int tid) {
+// The group of k16 step `step` of stage kt (clamped: the K padding past the last group reads zeros of A).
+GN_DEVICE int group_of(int kt, int step, int groups) {
+  if constexpr (GROUP_SIZE == 0) return 0;
+  return gn_min((kt * STAGE_K + step * 16) / GROUP_SIZE, groups - 1);
+}
+
+// One stage: A rows [m0, m0 + BLOCK_M) x K values [64 kt, 64 kt + 64), the CTA's weight strips at stage kt,
+// and their scales (and zero points) of the stage's groups: every operand a stage needs arrives through the
+// same cp.async ring, NUM_STAGES - 1 stages ahead (a scale read from global at use would stall on DRAM).
+GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, const uint4* S, const uint4* Z, int lda, int M,
+                          int m0, int k_bytes, int strip0, int strips, int k_stages, int groups, int kt, int tid) {
 #pragma unroll
   for (int i = tid; i < BLOCK_M * 8; i += NUM_THREADS) {
     const int row = i / 8, chunk = i % 8, k = kt * 128 + chunk * 16;
@@ -69,31 +80,16 @@ GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, int lda, int M, 
     const uint4* src = ok ? W + ((i64)strip * k_stages + kt) * 32 + i % 32 : W;
     cp_async_16(dst + A_TILE + i * 16, src, ok ? 16 : 0);
   }
-}
-
-// The group of k16 step `step` of stage kt (clamped: the K padding past the last group reads zeros of A).
-GN_DEVICE int group_of(int kt, int step, int groups) {
-  if constexpr (GROUP_SIZE == 0) return 0;
-  return gn_min((kt * STAGE_K + step * 16) / GROUP_SIZE, groups - 1);
-}
-
-// Scale and zero words (columns g, 8 + g) of this lane's strips for group slot q of stage kt.
-struct GroupWords {
-  u32 s[NS][GROUPS_PER_STAGE], z[NS][GROUPS_PER_STAGE];
-
-  GN_DEVICE void load(const u32* S, const u32* Z, u32 z_const, int strip0, int strips, int groups, int kt,
-                      int g) {
+  // Scales (then zero points): 2 chunks per (strip, group); chunk i -> strip i / (2 GPS), group slot (i / 2) % GPS.
 #pragma unroll
-    for (int j = 0; j < NS; ++j)
-#pragma unroll
-      for (int q = 0; q < GROUPS_PER_STAGE; ++q) {
-        const int strip = gn_min(strip0 + j, strips - 1);
-        const i64 at = ((i64)strip * groups + group_of(kt, 2 * q, groups)) * 8 + g;
-        s[j][q] = __ldg(S + at);
-        z[j][q] = GN_HAS_ZEROS ? __ldg(Z + at) : z_const;
-      }
+  for (int i = tid; i < (GN_HAS_ZEROS ? 2 : 1) * CTA_STRIPS * GROUPS_PER_STAGE * 2; i += NUM_THREADS) {
+    const int part = i / (CTA_STRIPS * GROUPS_PER_STAGE * 2), c = i % (CTA_STRIPS * GROUPS_PER_STAGE * 2);
+    const int strip = gn_min(strip0 + c / (2 * GROUPS_PER_STAGE), strips - 1);
+    const int group = group_of(kt, 2 * ((c / 2) % GROUPS_PER_STAGE), groups);
+    const uint4* src = (part ? Z : S) + ((i64)strip * groups + group) * 2 + c % 2;
+    cp_async_16(dst + A_TILE + W_TILE + i * 16, src, 16);
   }
-};
+}
 
 }  // namespace w4a16
 
@@ -104,7 +100,7 @@ using namespace w4a16;
 // (has_bias); C: [M, N] contiguous. ws / tickets: split-K workspace and per-tile counters (zero between calls:
 // the last CTA of a tile resets its counter). k_stages: K / 64 rounded up (the packed layout's stage count).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
-    const u8* __restrict__ A, const uint4* __restrict__ W, const u32* __restrict__ S, const u32* __restrict__ Z,
+    const u8* __restrict__ A, const uint4* __restrict__ W, const uint4* __restrict__ S, const uint4* __restrict__ Z,
     const u16* __restrict__ bias, u8* __restrict__ C, float4* __restrict__ ws, int* __restrict__ tickets, int M,
     int N, int K, int lda, int k_stages, int groups, int z_bits, int has_bias) {
   extern __shared__ __align__(128) u8 smem[];
@@ -116,7 +112,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M;
   const int tile = blockIdx.x, tile_m = tile % grid_m, tile_n = tile / grid_m;
   const int m0 = tile_m * BLOCK_M, n0 = tile_n * BLOCK_N;
-  const int strips = (N + 15) / 16, strip0 = n0 / 16, warp_strip0 = strip0 + warp_n * NS;
+  const int strips = (N + 15) / 16, strip0 = n0 / 16;
 
   const int per_split = (k_stages + gridDim.y - 1) / gridDim.y;
   const int kt0 = blockIdx.y * per_split;  // the host makes every split non-empty
@@ -135,13 +131,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
 #pragma unroll
   for (int s = 0; s < NUM_STAGES - 1; ++s) {
     if (s < k_tiles)
-      load_stage(smem0 + s * STAGE_BYTES, A, W, lda, M, m0, k_bytes, strip0, strips, k_stages, kt0 + s, tid);
+      load_stage(smem0 + s * STAGE_BYTES, A, W, S, Z, lda, M, m0, k_bytes, strip0, strips, k_stages, groups,
+                 kt0 + s, tid);
     cp_async_commit();
   }
 
-  const u32 z_const = (u32)z_bits;
-  GroupWords words;
-  words.load(S, Z, z_const, warp_strip0, strips, groups, kt0, g);
   // ldmatrix.x4 of an m16k16 A fragment: lanes 0-15 address rows, lanes 16-31 the same rows' next chunk.
   const int a_row = warp_m * WARP_M + lane % 16, a_half = lane / 16;
 
@@ -149,8 +143,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     cp_async_wait<NUM_STAGES - 2>();
     __syncthreads();  // stage kt has landed, and every warp is done with the slot the next load reuses
     if (kt + NUM_STAGES - 1 < k_tiles)
-      load_stage(smem0 + ((kt + NUM_STAGES - 1) % NUM_STAGES) * STAGE_BYTES, A, W, lda, M, m0, k_bytes, strip0,
-                 strips, k_stages, kt0 + kt + NUM_STAGES - 1, tid);
+      load_stage(smem0 + ((kt + NUM_STAGES - 1) % NUM_STAGES) * STAGE_BYTES, A, W, S, Z, lda, M, m0, k_bytes,
+                 strip0, strips, k_stages, groups, kt0 + kt + NUM_STAGES - 1, tid);
     cp_async_commit();
 
     const u32 stage = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
@@ -158,13 +152,16 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     uint4 wv[NS];
 #pragma unroll
     for (int j = 0; j < NS; ++j) wv[j] = *(const uint4*)(wtile + ((warp_n * NS + j) * 32 + lane) * 16);
+    // Lane (g, t) reads the 4-byte column pair (g, 8 + g) of each of its strips' groups (4 lanes broadcast).
+    const u8* stile = wtile + W_TILE;
     DqGroup dq[NS][GROUPS_PER_STAGE];
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int q = 0; q < GROUPS_PER_STAGE; ++q) dq[j][q].set(words.s[j][q], words.z[j][q]);
-    // The next stage's scales are in flight while this one computes.
-    if (kt + 1 < k_tiles) words.load(S, Z, z_const, warp_strip0, strips, groups, kt0 + kt + 1, g);
+      for (int q = 0; q < GROUPS_PER_STAGE; ++q) {
+        const int at = (((warp_n * NS + j) * GROUPS_PER_STAGE + q) * 8 + g) * 4;
+        dq[j][q].set(*(const u32*)(stile + at), GN_HAS_ZEROS ? *(const u32*)(stile + S_TILE + at) : (u32)z_bits);
+      }
 
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
@@ -211,14 +208,24 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
+        // Eight partials in flight at a time: a serial chain of L2 round trips would dominate decode.
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s = 0; s < (int)gridDim.y; ++s) {
-          const float4 v = s == (int)blockIdx.y ? make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3])
-                                                : __ldcg(mine + ((i64)s * V + i * NT + j) * NUM_THREADS + tid);
-          sum.x += v.x;
-          sum.y += v.y;
-          sum.z += v.z;
-          sum.w += v.w;
+        for (int s0 = 0; s0 < (int)gridDim.y; s0 += 8) {
+          float4 v[8];
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            const int s = s0 + u;
+            v[u] = s == (int)blockIdx.y ? make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3])
+                   : s < (int)gridDim.y ? __ldcg(mine + ((i64)s * V + i * NT + j) * NUM_THREADS + tid)
+                                        : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int u = 0; u < 8; ++u) {
+            sum.x += v[u].x;
+            sum.y += v[u].y;
+            sum.z += v[u].z;
+            sum.w += v[u].w;
+          }
         }
         acc[i][j][0] = sum.x;
         acc[i][j][1] = sum.y;

@@ -188,6 +188,18 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, k
         raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
 
+def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:
+    """CTAs of a loaded kernel that fit on one SM at once (registers, shared memory, threads), per the driver."""
+    fn = _driver().cuOccupancyMaxActiveBlocksPerMultiprocessor
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    fn.restype = ctypes.c_int
+    n = ctypes.c_int()
+    err = fn(ctypes.byref(n), handle.func, threads, smem_bytes)
+    if err:
+        raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed with CUDA error {err}")
+    return max(1, n.value)
+
+
 # Caches elsewhere that hold loaded kernels (the API's launch plans) register their clear() here.
 on_clear: list = []
 

@@ -46,10 +46,12 @@ class W4A16Config:
     def threads(self) -> int:
         return self.warp_m * self.warp_n * 32
 
-    @property
-    def smem_bytes(self) -> int:
-        # A: block_m rows x 128 bytes; W: block_n / 16 strips x 512 bytes; per stage.
-        return self.stages * (self.block_m * 128 + self.block_n * 32)
+    def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
+        """Per stage: A block_m rows x 128 bytes, W block_n / 16 strips x 512 bytes, and 32 bytes of scales
+        (and of zero points) per strip and group of the stage (two groups when G = 32)."""
+        groups = 2 if group_size == 32 else 1
+        return self.stages * (self.block_m * 128 + self.block_n * 32 + (self.block_n // 16) * groups * 32
+                              * (2 if has_zeros else 1))
 
 
 C = W4A16Config
@@ -69,10 +71,10 @@ def choose(m: int) -> W4A16Config:
     return next(c for limit, c in CONFIGS if m <= limit)
 
 
-def splits_for(config: W4A16Config, m: int, n: int, k_stages: int, sm_count: int, smem_per_sm: int) -> int:
-    """K splits: split until the CTAs fill the GPU once, keeping MIN_STAGES_PER_SPLIT per split."""
+def splits_for(config: W4A16Config, m: int, n: int, k_stages: int, sm_count: int, resident: int) -> int:
+    """K splits: split until the CTAs fill the GPU once (`resident` CTAs per SM, from the driver), keeping
+    MIN_STAGES_PER_SPLIT per split."""
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
-    resident = max(1, min(smem_per_sm // (config.smem_bytes + 1024), 2048 // config.threads, 16))
     splits = max(1, min(-(-sm_count * resident // tiles), k_stages // MIN_STAGES_PER_SPLIT))
     return nonempty_splits(splits, k_stages)
 
@@ -96,7 +98,7 @@ def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: W4A16Conf
     params = {"variant_name": f"w4a16 {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
               "has_zeros": int(has_zeros), "group_size": group_size}
-    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes(group_size, has_zeros))
 
 
 def kernel_group_size(w: W4A16Weight) -> int:
@@ -123,15 +125,21 @@ class Plan:
     config: W4A16Config
     splits: int
     tiles: int
+    smem_bytes: int
     main: object
 
     @classmethod
-    def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, config: W4A16Config,
-             splits: int, arch: Arch, device) -> "Plan":
-        """group_size: as the kernel is specialised (kernel_group_size)."""
+    def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, k_stages: int,
+             config: W4A16Config, splits: int | None, arch: Arch, device) -> "Plan":
+        """group_size: as the kernel is specialised (kernel_group_size); splits None: the heuristic's."""
         s = spec(dtype, group_size, has_zeros, config, arch)
+        main = runtime.kernel(s, device)
+        if splits is None:
+            sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+            resident = runtime.max_active_blocks(main, config.threads, s.smem_bytes)
+            splits = splits_for(config, m, n, k_stages, sm_count, resident)
         tiles = -(-m // config.block_m) * -(-n // config.block_n)
-        return cls(config, splits, tiles, runtime.kernel(s, device))
+        return cls(config, splits, tiles, s.smem_bytes, main)
 
     def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
         """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None."""
@@ -148,4 +156,4 @@ class Plan:
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
                         bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0) * 2,
                         w.packed.shape[1], w.groups, z_bits, int(bias is not None)],
-                       cfg.smem_bytes, KINDS)
+                       self.smem_bytes, KINDS)

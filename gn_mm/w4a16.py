@@ -131,19 +131,16 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     arch = Arch.of_device(device)
     if arch.cc < sm80_w4a16.MIN_CC:
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
-    props = torch.cuda.get_device_properties(device)
-    smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 164 * 1024)
     config = config or sm80_w4a16.choose(m)
-    if config.smem_bytes > arch.smem_per_block():
-        raise LayoutError(f"config: {config.name} needs {config.smem_bytes} bytes of shared memory, "
-                          f"{arch.name} allows {arch.smem_per_block()}")
-    if splits is None:
-        splits = sm80_w4a16.splits_for(config, m, n, k_stages, props.multi_processor_count, smem_per_sm)
-    elif not 1 <= splits <= k_stages:
-        raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
-    else:
+    smem = config.smem_bytes(group_size, has_zeros)
+    if smem > arch.smem_per_block():
+        raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "
+                          f"{arch.smem_per_block()}")
+    if splits is not None:
+        if not 1 <= splits <= k_stages:
+            raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
-    return sm80_w4a16.Plan.make(dtype, group_size, has_zeros, m, n, config, splits, arch, device)
+    return sm80_w4a16.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config, splits, arch, device)
 
 
 runtime.on_clear.append(_plan.cache_clear)
