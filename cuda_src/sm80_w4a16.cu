@@ -40,7 +40,7 @@ constexpr int GROUPS_PER_STAGE = GROUP_SIZE == 32 ? 2 : 1;  // G = 32: k16 steps
 constexpr int CTA_STRIPS = BLOCK_N / 16;
 constexpr int A_TILE = BLOCK_M * 128;
 constexpr int W_TILE = CTA_STRIPS * 512;
-constexpr int S_TILE = CTA_STRIPS * GROUPS_PER_STAGE * 32;  // per strip and group: 8 lanes' column pairs
+constexpr int S_TILE = CTA_STRIPS * GROUPS_PER_STAGE * 32;  // per strip and group: 16 scales (or zero pairs)
 constexpr int STAGE_BYTES = A_TILE + W_TILE + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 
@@ -55,6 +55,14 @@ GN_DEVICE u32 a_offset(int row, int chunk) { return row * 128 + ((chunk ^ (row %
 
 // One stage: A rows [m0, m0 + BLOCK_M) x K values [64 kt, 64 kt + 64) and the CTA's weight strips at stage kt.
 // Rows past M, K past the end and strips past N arrive as zeros (cp.async src-size 0 or short).
+// Zeros in the A rows of every stage slot that lie past M (the MMAs read them; no load ever writes them).
+GN_DEVICE void zero_dead_rows(u8* smem, int M, int m0, int tid) {
+  const int rows = gn_max(0, gn_min(BLOCK_M, M - m0));
+  for (int i = rows * 8 + tid; i < BLOCK_M * 8; i += NUM_THREADS)
+#pragma unroll
+    for (int s = 0; s < NUM_STAGES; ++s) *(uint4*)(smem + s * STAGE_BYTES + i * 16) = make_uint4(0, 0, 0, 0);
+}
+
 // The group of k16 step `step` of stage kt (clamped: the K padding past the last group reads zeros of A).
 GN_DEVICE int group_of(int kt, int step, int groups) {
   if constexpr (GROUP_SIZE == 0) return 0;
@@ -66,10 +74,11 @@ GN_DEVICE int group_of(int kt, int step, int groups) {
 // same cp.async ring, NUM_STAGES - 1 stages ahead (a scale read from global at use would stall on DRAM).
 GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, const uint4* S, const uint4* Z, int lda, int M,
                           int m0, int k_bytes, int strip0, int strips, int k_stages, int groups, int kt, int tid) {
-#pragma unroll
-  for (int i = tid; i < BLOCK_M * 8; i += NUM_THREADS) {
+  // Rows past M were zeroed once (zero_dead_rows) and are never copied: decode (M = 1) copies one row.
+  const int rows = gn_min(BLOCK_M, M - m0);
+  for (int i = tid; i < rows * 8; i += NUM_THREADS) {
     const int row = i / 8, chunk = i % 8, k = kt * 128 + chunk * 16;
-    const int bytes = (m0 + row < M) ? gn_max(0, gn_min(16, k_bytes - k)) : 0;
+    const int bytes = gn_max(0, gn_min(16, k_bytes - k));
     const u8* src = bytes ? A + (i64)(m0 + row) * lda + k : A;
     cp_async_16(dst + a_offset(row, chunk), src, bytes);
   }
@@ -88,6 +97,38 @@ GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, const uint4* S, 
     const int group = group_of(kt, 2 * ((c / 2) % GROUPS_PER_STAGE), groups);
     const uint4* src = (part ? Z : S) + ((i64)strip * groups + group) * 2 + c % 2;
     cp_async_16(dst + A_TILE + W_TILE + i * 16, src, 16);
+  }
+}
+
+// A fragments (ldmatrix) and dequantised weight fragments of k16 step `step` of a stage.
+GN_DEVICE void fragments(u32 (&af)[MI][4], u32 (&bf)[NS][4], u32 stage, const uint4 (&wv)[NS],
+                         const DqZeros (&dq)[NS][GROUPS_PER_STAGE], int step, int a_row, int a_half) {
+#pragma unroll
+  for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], stage + a_offset(a_row + i * 16, 2 * step + a_half));
+#pragma unroll
+  for (int j = 0; j < NS; ++j) {
+    const u32 w = step == 0 ? wv[j].x : step == 1 ? wv[j].y : step == 2 ? wv[j].z : wv[j].w;
+    dq[j][GROUPS_PER_STAGE == 2 ? step / 2 : 0].word(w, bf[j]);
+  }
+}
+
+// The end of a group: acc += scale * gacc per column (fp32), gacc = 0. Lane (g, t) holds columns 2t, 2t + 1 of
+// each n8 tile; the stage's scale tile has each strip's 16 columns of group slot q in order (32 bytes).
+GN_DEVICE void fold(float (&acc)[MI][NT][4], float (&gacc)[MI][NT][4], const u8* stile, int warp_n, int q, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const u32 s2 = *(const u32*)(stile + ((warp_n * NS + j / 2) * GROUPS_PER_STAGE + q) * 32 + (j % 2) * 16 + t * 4);
+    const float hi = j % 2 ? DQ_HI : 1.f;  // fp16's second-pair values are 16 (q - zero)
+    const float s0 = to_float<OUT>((u16)(s2 & 0xffff)) * hi, s1 = to_float<OUT>((u16)(s2 >> 16)) * hi;
+#pragma unroll
+    for (int i = 0; i < MI; ++i) {
+      acc[i][j][0] += s0 * gacc[i][j][0];
+      acc[i][j][1] += s1 * gacc[i][j][1];
+      acc[i][j][2] += s0 * gacc[i][j][2];
+      acc[i][j][3] += s1 * gacc[i][j][3];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) gacc[i][j][r] = 0.f;
+    }
   }
 }
 
@@ -120,14 +161,16 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
   const int k_bytes = K * 2;
   const u32 smem0 = smem_u32(smem);
 
-  float acc[MI][NT][4];
+  // gacc: the current group's sums of a * (q - zero); acc: the scaled sums of the groups already folded.
+  float acc[MI][NT][4], gacc[MI][NT][4];
 #pragma unroll
   for (int i = 0; i < MI; ++i)
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) acc[i][j][r] = 0.f;
+      for (int r = 0; r < 4; ++r) acc[i][j][r] = gacc[i][j][r] = 0.f;
 
+  zero_dead_rows(smem, M, m0, tid);  // ordered before any MMA by the first barrier of the K loop
 #pragma unroll
   for (int s = 0; s < NUM_STAGES - 1; ++s) {
     if (s < k_tiles)
@@ -152,34 +195,38 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     uint4 wv[NS];
 #pragma unroll
     for (int j = 0; j < NS; ++j) wv[j] = *(const uint4*)(wtile + ((warp_n * NS + j) * 32 + lane) * 16);
-    // Lane (g, t) reads the 4-byte column pair (g, 8 + g) of each of its strips' groups (4 lanes broadcast).
+    // Lane (g, t) reads the zero-point pair (g, 8 + g) of each of its strips' groups (4 lanes broadcast).
     const u8* stile = wtile + W_TILE;
-    DqGroup dq[NS][GROUPS_PER_STAGE];
+    DqZeros dq[NS][GROUPS_PER_STAGE];
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int q = 0; q < GROUPS_PER_STAGE; ++q) {
-        const int at = (((warp_n * NS + j) * GROUPS_PER_STAGE + q) * 8 + g) * 4;
-        dq[j][q].set(*(const u32*)(stile + at), GN_HAS_ZEROS ? *(const u32*)(stile + S_TILE + at) : (u32)z_bits);
-      }
+      for (int q = 0; q < GROUPS_PER_STAGE; ++q)
+        dq[j][q].set(GN_HAS_ZEROS ? *(const u32*)(stile + S_TILE + (((warp_n * NS + j) * GROUPS_PER_STAGE + q) * 8 + g) * 4)
+                                  : (u32)z_bits);
+    // Where this stage closes a group (groups of 64 and 128 values start on stage boundaries).
+    const int kg = kt0 + kt;
+    const bool closes = GROUP_SIZE == 32 || GROUP_SIZE == 64 || (GROUP_SIZE == 128 && kg % 2 == 1) ||
+                        kt == k_tiles - 1;
 
+    // Software pipeline over the 4 k16 steps: step + 1's A fragments and dequantised weights are produced
+    // before step's MMAs are issued (mma / ldmatrix are volatile asm: program order is issue order).
+    u32 af[2][MI][4], bf[2][NS][4];
+    fragments(af[0], bf[0], stage, wv, dq, 0, a_row, a_half);
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
-      u32 af[MI][4];
-#pragma unroll
-      for (int i = 0; i < MI; ++i) ldmatrix_x4(af[i], stage + a_offset(a_row + i * 16, 2 * step + a_half));
+      if (step < 3) fragments(af[(step + 1) % 2], bf[(step + 1) % 2], stage, wv, dq, step + 1, a_row, a_half);
 #pragma unroll
       for (int j = 0; j < NS; ++j) {
-        const u32 w = step == 0 ? wv[j].x : step == 1 ? wv[j].y : step == 2 ? wv[j].z : wv[j].w;
-        u32 b[4];
-        dq[j][GROUPS_PER_STAGE == 2 ? step / 2 : 0].word(w, b);
-        const u32 b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        const u32 b0[2] = {bf[step % 2][j][0], bf[step % 2][j][1]}, b1[2] = {bf[step % 2][j][2], bf[step % 2][j][3]};
 #pragma unroll
         for (int i = 0; i < MI; ++i) {
-          MmaOp::run(acc[i][2 * j], af[i], b0);
-          MmaOp::run(acc[i][2 * j + 1], af[i], b1);
+          MmaOp::run(gacc[i][2 * j], af[step % 2][i], b0);
+          MmaOp::run(gacc[i][2 * j + 1], af[step % 2][i], b1);
         }
       }
+      if (GROUP_SIZE == 32 && step == 1) fold(acc, gacc, stile, warp_n, 0, t);
+      if (step == 3 && closes) fold(acc, gacc, stile, warp_n, GROUPS_PER_STAGE - 1, t);
     }
   }
   cp_async_wait<0>();
@@ -188,11 +235,13 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     // Split-K: publish this split's sums, take a ticket; the last split of the tile sums them all in order.
     constexpr int V = MI * NT;  // float4s per thread
     float4* mine = ws + (i64)tile * gridDim.y * V * NUM_THREADS;
+    // Only fragments whose row g exists are published and read back (decode: 1 row of 16).
+    const int frag_row = m0 + warp_m * WARP_M + g;
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j)
-        __stcg(mine + ((i64)blockIdx.y * V + i * NT + j) * NUM_THREADS + tid,
+        if (frag_row + i * 16 < M) __stcg(mine + ((i64)blockIdx.y * V + i * NT + j) * NUM_THREADS + tid,
                make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
     __threadfence();
     __syncthreads();
@@ -208,6 +257,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
+        if (frag_row + i * 16 >= M) continue;
         // Eight partials in flight at a time: a serial chain of L2 round trips would dominate decode.
         float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int s0 = 0; s0 < (int)gridDim.y; s0 += 8) {

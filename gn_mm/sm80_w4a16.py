@@ -12,7 +12,7 @@ import torch
 from . import runtime
 from .arch import Arch
 from .runtime import KernelSpec
-from .w4a16_formats import MAGIC_BITS, W4A16Weight
+from .w4a16_formats import HI_FACTOR, MAGIC_BITS, W4A16Weight
 
 STEM = "sm80_w4a16"
 # A, W, S, Z, bias, C, workspace, tickets; then M, N, K, lda, k_stages, groups, z_bits, has_bias.
@@ -58,12 +58,12 @@ C = W4A16Config
 # By the largest M each serves (data, not branches): decode streams the weight with a 16-row A tile and many
 # CTAs (split-K); larger M amortises each dequantised weight fragment over more MMAs.
 CONFIGS = (
-    (16, C(16, 64, 1, 4, 6)),
-    (32, C(32, 64, 1, 4, 6)),
-    (64, C(64, 128, 1, 4, 4)),
-    (1 << 31, C(128, 128, 2, 4, 4)),
+    (16, C(16, 256, 1, 8, 4)),
+    (32, C(32, 128, 2, 4, 6)),
+    (1 << 31, C(64, 128, 2, 4, 4)),
 )
-MIN_STAGES_PER_SPLIT = 4  # 256 K values: below that a split is mostly prologue
+MIN_STAGES_PER_SPLIT = 2  # 128 K values
+FIXED_STAGES = 3          # a split's prologue (pipeline fill) and split-K fix-up, in stage-times
 
 
 def choose(m: int) -> W4A16Config:
@@ -72,11 +72,15 @@ def choose(m: int) -> W4A16Config:
 
 
 def splits_for(config: W4A16Config, m: int, n: int, k_stages: int, sm_count: int, resident: int) -> int:
-    """K splits: split until the CTAs fill the GPU once (`resident` CTAs per SM, from the driver), keeping
-    MIN_STAGES_PER_SPLIT per split."""
+    """K splits for `resident` CTAs per SM (from the driver): the fewest waves x (stages per split + the
+    prologue and fix-up, ~FIXED_STAGES), so a split never leaves a nearly empty last wave."""
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
-    splits = max(1, min(-(-sm_count * resident // tiles), k_stages // MIN_STAGES_PER_SPLIT))
-    return nonempty_splits(splits, k_stages)
+    slots = sm_count * resident
+
+    def cost(s: int) -> tuple:
+        return -(-tiles * s // slots) * (-(-k_stages // s) + FIXED_STAGES), s
+
+    return nonempty_splits(min(range(1, max(1, k_stages // MIN_STAGES_PER_SPLIT) + 1), key=cost), k_stages)
 
 
 def nonempty_splits(splits: int, k_stages: int) -> int:
@@ -150,7 +154,9 @@ class Plan:
             tk = tickets(a.device, self.tiles)
         else:
             ws = tk = c  # unused
-        z_bits = (MAGIC_BITS[w.dtype] + w.zp_bias) * 0x10001
+        # Both zero-point halves of int4_dequant.cuh's DqZeros: column g, then column 8 + g (16x for fp16).
+        magic = MAGIC_BITS[w.dtype]
+        z_bits = (magic + w.zp_bias) | (magic + HI_FACTOR[w.dtype] * w.zp_bias) << 16
         z_bits -= (1 << 32) if z_bits >= 1 << 31 else 0  # as a 32-bit int
         runtime.launch(self.main, (self.tiles, self.splits, 1), (cfg.threads, 1, 1),
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,

@@ -142,8 +142,9 @@ class W4A16Weight:
 
     packed: [ceil(N/16), ceil(K/64), 32, 4] int32: word s of lane l of (strip b, stage c) holds the 8 nibbles
             lane l needs for k16 step s of mma.sync's two n8 B fragments of columns 16b..16b+15.
-    scales: [ceil(N/16), groups, 8, 2] in the activation dtype: (strip b, group, g, h) = scale of column
-            16b + 8h + g. zeros: the same layout holding the bits of MAGIC + zero point, or None (zp_bias)."""
+    scales: [ceil(N/16), groups, 16] in the activation dtype: (strip b, group, i) = scale of column 16b + i.
+    zeros:  [ceil(N/16), groups, 8, 2] in the activation dtype's bits, or None (then zp_bias): (b, group, g, h)
+            = MAGIC + zero of column 16b + 8h + g, the zero 16x for h = 1 with fp16 (int4_dequant.cuh)."""
 
     packed: torch.Tensor
     scales: torch.Tensor
@@ -166,21 +167,33 @@ class W4A16Weight:
         return self.scales.shape[1]
 
 
+# fp16 dequantises the second nibble pair of each byte as 16 q (int4_dequant.cuh): its zero point is 16x too.
+HI_FACTOR = {torch.float16: 16, torch.bfloat16: 1}
+
+
 def _columns_to_strips(x: torch.Tensor, n: int) -> torch.Tensor:
-    """[rows, N] -> [ceil(N/16), rows, 8, 2]: column 16b + 8h + g at (b, row, g, h); padded columns are 0."""
+    """[rows, N] -> [ceil(N/16), rows, 16]: column 16b + i at (b, row, i); padded columns are 0."""
     strips = -(-n // 16)
     x = torch.nn.functional.pad(x, (0, strips * 16 - n))
-    return x.reshape(x.shape[0], strips, 2, 8).permute(1, 0, 3, 2).contiguous()
+    return x.reshape(x.shape[0], strips, 16).permute(1, 0, 2).contiguous()
+
+
+def _zeros_to_strips(z: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """[groups, N] zero points -> [ceil(N/16), groups, 8, 2] bits of MAGIC + zero (x16 for h = 1 with fp16)."""
+    z = _columns_to_strips(z, n).reshape(-1, z.shape[0], 2, 8).permute(0, 1, 3, 2)  # (b, group, g, h)
+    z = z * torch.tensor([1, HI_FACTOR[dtype]], dtype=z.dtype, device=z.device)
+    return (z + MAGIC_BITS[dtype]).to(torch.int16).contiguous().view(dtype)
 
 
 def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None = None, *, group_size: int,
             zp_bias: int = 8, g_idx=None) -> W4A16Weight:
     """GPTQ tensors -> W4A16Weight in the kernels' fragment-ordered layout (pure torch, on their device).
 
-    Nibble i of a packed word is pair i % 4, half i // 4: pair p = (k + 8 if p odd) and (column + 8 if p >= 2),
-    half h = k + 1. Lane l = 4g + t of k16 step s at stage c holds k = 64c + 16s + 2t + h (+8) and column
-    16b + g (+8): exactly m16n8k16's B fragment registers b0 (k 2t, 2t+1) and b1 (k 2t+8, 2t+9), for n8 tiles
-    2j and 2j + 1. K pads to 64 and N to 16 with zeros (the kernel reads zero activations there)."""
+    Nibble i of a packed word is pair p = i % 4, half h = i // 4 (so one mask takes a pair from bits 4p and
+    16 + 4p): pair p is column 16b + g + 8 (p % 2) and k = 64c + 16s + 2t + h + 8 (p // 2), for lane l = 4g + t
+    of k16 step s at stage c: exactly m16n8k16's B fragment registers b0 (k 2t, 2t+1) and b1 (k 2t+8, 2t+9) of
+    n8 tiles 2j (pairs 0, 2) and 2j + 1 (pairs 1, 3). K pads to 64 and N to 16 with zeros (the kernel reads
+    zero activations there)."""
     problems = check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
     if not 0 <= zp_bias <= 15:
         problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
@@ -191,17 +204,16 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
     strips = -(-n // 16)
     q = unpack_nibbles(qweight, dim=1).to(torch.int32)                          # [K, N]
     q = torch.nn.functional.pad(q, (0, strips * 16 - n, 0, stages * 64 - k))
-    # k = 64c + 16s + 8kh + 2t + h, column = 16b + 8nh + g; nibble index = kh + 2 nh + 4 h.
+    # k = 64c + 16s + 8kh + 2t + h, column = 16b + 8nh + g; nibble index = nh + 2 kh + 4 h.
     q = q.reshape(stages, 4, 2, 4, 2, strips, 2, 8)                             # c s kh t h b nh g
-    q = q.permute(5, 0, 7, 3, 1, 4, 6, 2).reshape(strips, stages, 32, 4, 8)     # b c (g t) s (h nh kh)
+    q = q.permute(5, 0, 7, 3, 1, 4, 2, 6).reshape(strips, stages, 32, 4, 8)     # b c (g t) s (h kh nh)
     shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
     words = (q.to(torch.int64) << shifts).sum(-1)
     packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
     s = _columns_to_strips(scales, n)
     zeros = None
     if qzeros is not None:
-        z = unpack_nibbles(qzeros, dim=1).to(torch.int16) + MAGIC_BITS[scales.dtype]
-        zeros = _columns_to_strips(z, n).view(scales.dtype)
+        zeros = _zeros_to_strips(unpack_nibbles(qzeros, dim=1).to(torch.int32), n, scales.dtype)
     return W4A16Weight(packed, s, zeros, k, n, group_size, zp_bias)
 
 
@@ -209,15 +221,19 @@ def dequantize_prepared(w: W4A16Weight, dtype: torch.dtype = torch.float64) -> t
     """The [K, N] weight a W4A16Weight stands for (inverse of `prepare`; tests check the round trip)."""
     strips, stages = w.packed.shape[:2]
     shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=w.device)
-    nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # b c (g t) s (h nh kh)
-    q = nib.reshape(strips, stages, 8, 4, 4, 2, 2, 2).permute(1, 4, 7, 3, 5, 0, 6, 2)
+    nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # b c (g t) s (h kh nh)
+    q = nib.reshape(strips, stages, 8, 4, 4, 2, 2, 2).permute(1, 4, 6, 3, 5, 0, 7, 2)
     q = q.reshape(stages * 64, strips * 16)[: w.k, : w.n].to(dtype)
     per_k = torch.arange(w.k, device=w.device) // w.group_size
 
     def columns(x: torch.Tensor) -> torch.Tensor:   # inverse of _columns_to_strips
-        return x.permute(1, 0, 3, 2).reshape(x.shape[1], strips * 16)[:, : w.n]
+        return x.permute(1, 0, 2).reshape(x.shape[1], strips * 16)[:, : w.n]
 
     scale = columns(w.scales).to(dtype)
-    zero = (columns(w.zeros.view(torch.int16)).to(torch.int64) - MAGIC_BITS[w.dtype] if w.zeros is not None
-            else torch.full_like(scale, w.zp_bias, dtype=torch.int64))
+    if w.zeros is not None:
+        z = w.zeros.view(torch.int16).to(torch.int64) - MAGIC_BITS[w.dtype]               # (b, group, g, h)
+        z = z // torch.tensor([1, HI_FACTOR[w.dtype]], device=z.device)
+        zero = columns(z.permute(0, 1, 3, 2).reshape(strips, -1, 16))
+    else:
+        zero = torch.full_like(scale, w.zp_bias, dtype=torch.int64)
     return (q - zero[per_k].to(dtype)) * scale[per_k]
