@@ -1,9 +1,9 @@
 """GPU tier for gn_mm.w4a16_mm: symmetric and asymmetric, every group size, fp16 and bf16, M from decode to
 prefill, ragged N and K within the format's rules, against float64 dequantise-then-matmul.
 
-Two references: the exact float64 one (W from the GPTQ tensors in float64), and the one the kernel must match
-to within fp32 accumulation and one output rounding: each weight rounded once to the activation dtype, as
-(q - zero) * scale in that dtype is. Outputs are poisoned before launch.
+The kernel multiplies activations by the exact integers (q - zero) and applies each group's scale in fp32, so
+every output must match the float64 truth to within one output rounding plus fp32 accumulation error, element
+by element. Outputs are poisoned before launch.
 """
 
 import pytest
@@ -31,27 +31,17 @@ def make_weight(k, n, g, asym, dtype, device="cuda", seed=0):
     return qweight, scales.to(device), qzeros
 
 
-def references(a, qweight, scales, qzeros, g, bias):
-    """(float64 truth, float64 product of the weight rounded once to the activation dtype, |a| @ |w|)."""
-    w64 = fmt.dequantize_gptq(qweight, scales, qzeros, group_size=g)
-    w_act = w64.to(a.dtype).double()  # (q - z) is exact; one rounding of the product, as in the kernel
-    a64 = a.double()
-    b = bias.double() if bias is not None else 0.0
-    return a64 @ w64 + b, a64 @ w_act + b, a64.abs() @ w_act.abs()
-
-
 def check(out, a, qweight, scales, qzeros, g, bias=None):
-    truth, rounded, mag = references(a, qweight, scales, qzeros, g, bias)
+    w64 = fmt.dequantize_gptq(qweight, scales, qzeros, group_size=g)
+    a64 = a.double()
+    truth = a64 @ w64 + (bias.double() if bias is not None else 0.0)
+    mag = a64.abs() @ w64.abs() + (bias.double().abs() if bias is not None else 0.0)
     assert not torch.isnan(out).any(), "unwritten or NaN outputs"
     o = out.double()
-    eps = EPS[a.dtype]
-    # Against the weights the kernel multiplies: one output rounding plus fp32 accumulation.
-    bound = eps * rounded.abs() + 1e-5 * mag + 1e-6
-    excess = (o - rounded).abs() - bound
-    assert excess.max() <= 0, f"max error {((o - rounded).abs()).max():.3e} beyond bound at {excess.argmax()}"
-    # And against the float64 truth: the weight rounding on top (relative Frobenius).
-    rel = (o - truth).norm() / truth.norm().clamp_min(1e-30)
-    assert rel < 4 * eps, f"relative error {rel:.3e} vs float64 dequantise-then-matmul"
+    # One rounding to the output dtype, plus fp32 accumulation (and the fold) relative to sum |a| |w|.
+    bound = EPS[a.dtype] * truth.abs() + 2e-5 * mag + 1e-6
+    excess = (o - truth).abs() - bound
+    assert excess.max() <= 0, f"max error {(o - truth).abs().max():.3e} beyond bound at {excess.argmax()}"
 
 
 def poisoned(m, n, dtype):
