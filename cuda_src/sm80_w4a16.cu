@@ -1,11 +1,11 @@
 // sm80_w4a16: C = A @ dequant(W) (+ bias) with mma.sync, int4 weights dequantised in registers (sm_80+).
 //
 // A: [M, K] fp16/bf16, K contiguous. W: gn_mm's fragment-ordered int4 layout (gn_mm/w4a16_formats.py,
-// `prepare`): [N/16 strips][K/64 stages][32 lanes][4 words], where word s of a lane holds exactly the 8
-// nibbles that lane needs as the two m16n8k16 B fragments (n8 tiles 2j, 2j + 1) of k16 step s. A warp
-// streaming one 16-column strip over K therefore reads 512 contiguous bytes per 64 K values, one 16-byte
-// load per lane, and never shuffles. Scales / zero points: [N/16][groups][8][2] so that one 32-bit load gives
-// a lane its two columns (g, 8 + g) of a group.
+// `prepare`): [K/64 stages][N/16 strips][32 lanes][4 words], where word s of a lane holds exactly the 8
+// nibbles that lane needs as the two m16n8k16 B fragments (n8 tiles 2j, 2j + 1) of k16 step s: one 16-byte
+// load per lane per strip and stage, no shuffles, and a CTA's strips of a stage are one contiguous block.
+// Scales: [N/16][groups][16] (a lane reads its columns 2t, 2t + 1 when it folds a group); zero points:
+// [N/16][groups][8][2] (a lane's B-fragment columns g, 8 + g in one 32-bit load).
 //
 // Pipeline: NUM_STAGES-deep cp.async ring of (A tile: BLOCK_M x 64 values, XOR-swizzled) + (W tile: BLOCK_N/16
 // strips x 512 bytes) + (their scales / zero points) -> ldmatrix A fragments, LDS.128 weight words -> dequant
@@ -86,7 +86,7 @@ GN_DEVICE void load_stage(u32 dst, const u8* A, const uint4* W, const uint4* S, 
   for (int i = tid; i < (BLOCK_N / 16) * 32; i += NUM_THREADS) {
     const int strip = strip0 + i / 32;
     const bool ok = strip < strips;
-    const uint4* src = ok ? W + ((i64)strip * k_stages + kt) * 32 + i % 32 : W;
+    const uint4* src = ok ? W + ((i64)kt * strips + strip) * 32 + i % 32 : W;
     cp_async_16(dst + A_TILE + i * 16, src, ok ? 16 : 0);
   }
   // Scales (then zero points): 2 chunks per (strip, group); chunk i -> strip i / (2 GPS), group slot (i / 2) % GPS.

@@ -161,5 +161,5 @@ class Plan:
         runtime.launch(self.main, (self.tiles, self.splits, 1), (cfg.threads, 1, 1),
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
                         bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0) * 2,
-                        w.packed.shape[1], w.groups, z_bits, int(bias is not None)],
+                        w.packed.shape[0], w.groups, z_bits, int(bias is not None)],
                        self.smem_bytes, KINDS)

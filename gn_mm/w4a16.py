@@ -97,7 +97,7 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
 
         rocm_w4a16.launch(a, w, c, bias)
         return c
-    _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[1],
+    _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
           runtime.current_device(), _config(config), splits).launch(a, w, c, bias)
     return c
 

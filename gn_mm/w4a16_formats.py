@@ -140,8 +140,9 @@ MAGIC_BITS = {torch.float16: 0x6400, torch.bfloat16: 0x4300}
 class W4A16Weight:
     """A GPTQ weight repacked for gn_mm's W4A16 kernels (see `prepare`). Pass it to `gn_mm.w4a16_mm`.
 
-    packed: [ceil(N/16), ceil(K/64), 32, 4] int32: word s of lane l of (strip b, stage c) holds the 8 nibbles
-            lane l needs for k16 step s of mma.sync's two n8 B fragments of columns 16b..16b+15.
+    packed: [ceil(K/64), ceil(N/16), 32, 4] int32: word s of lane l of (stage c, strip b) holds the 8 nibbles
+            lane l needs for k16 step s of mma.sync's two n8 B fragments of columns 16b..16b+15. Stage-major:
+            a CTA's strips of one stage are one contiguous block of DRAM.
     scales: [ceil(N/16), groups, 16] in the activation dtype: (strip b, group, i) = scale of column 16b + i.
     zeros:  [ceil(N/16), groups, 8, 2] in the activation dtype's bits, or None (then zp_bias): (b, group, g, h)
             = MAGIC + zero of column 16b + 8h + g, the zero 16x for h = 1 with fp16 (int4_dequant.cuh)."""
@@ -206,7 +207,7 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
     q = torch.nn.functional.pad(q, (0, strips * 16 - n, 0, stages * 64 - k))
     # k = 64c + 16s + 8kh + 2t + h, column = 16b + 8nh + g; nibble index = nh + 2 kh + 4 h.
     q = q.reshape(stages, 4, 2, 4, 2, strips, 2, 8)                             # c s kh t h b nh g
-    q = q.permute(5, 0, 7, 3, 1, 4, 2, 6).reshape(strips, stages, 32, 4, 8)     # b c (g t) s (h kh nh)
+    q = q.permute(0, 5, 7, 3, 1, 4, 2, 6).reshape(stages, strips, 32, 4, 8)     # c b (g t) s (h kh nh)
     shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=q.device)
     words = (q.to(torch.int64) << shifts).sum(-1)
     packed = torch.where(words >= 2**31, words - 2**32, words).to(torch.int32).contiguous()
@@ -219,10 +220,10 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
 
 def dequantize_prepared(w: W4A16Weight, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The [K, N] weight a W4A16Weight stands for (inverse of `prepare`; tests check the round trip)."""
-    strips, stages = w.packed.shape[:2]
+    stages, strips = w.packed.shape[:2]
     shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=w.device)
-    nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # b c (g t) s (h kh nh)
-    q = nib.reshape(strips, stages, 8, 4, 4, 2, 2, 2).permute(1, 4, 6, 3, 5, 0, 7, 2)
+    nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # c b (g t) s (h kh nh)
+    q = nib.reshape(stages, strips, 8, 4, 4, 2, 2, 2).permute(0, 4, 6, 3, 5, 1, 7, 2)
     q = q.reshape(stages * 64, strips * 16)[: w.k, : w.n].to(dtype)
     per_k = torch.arange(w.k, device=w.device) // w.group_size
 
