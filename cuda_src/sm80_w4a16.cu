@@ -20,7 +20,7 @@
 #define GN_MMA_INSTR "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
 #define GN_HAS_ZEROS 0
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
-constexpr int BLOCK_M = 16, BLOCK_N = 64, NUM_WARP_M = 1, NUM_WARP_N = 4, NUM_STAGES = 4;
+constexpr int BLOCK_M = 16, BLOCK_N = 64, NUM_WARP_M = 1, NUM_WARP_N = 4, NUM_STAGES = 4, MIN_BLOCKS = 1;
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/copy.cuh"
@@ -140,7 +140,7 @@ using namespace w4a16;
 // without zero points: z_bits is MAGIC + zp_bias in both halves instead); bias: [N] in the activation dtype
 // (has_bias); C: [M, N] contiguous. ws / tickets: split-K workspace and per-tile counters (zero between calls:
 // the last CTA of a tile resets its counter). k_stages: K / 64 rounded up (the packed layout's stage count).
-extern "C" __global__ void __launch_bounds__(NUM_THREADS) sm80_w4a16(
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_w4a16(
     const u8* __restrict__ A, const uint4* __restrict__ W, const uint4* __restrict__ S, const uint4* __restrict__ Z,
     const u16* __restrict__ bias, u8* __restrict__ C, float4* __restrict__ ws, int* __restrict__ tickets, int M,
     int N, int K, int lda, int k_stages, int groups, int z_bits, int has_bias) {

@@ -30,17 +30,19 @@ class W4A16Config:
     warp_m: int  # warps along M
     warp_n: int  # warps along N
     stages: int
+    min_blocks: int = 1  # __launch_bounds__ CTAs per SM: caps registers so more warps hide DRAM latency
 
     @property
     def name(self) -> str:
-        return f"w4a16_{self.block_m}x{self.block_n}_w{self.warp_m}x{self.warp_n}_s{self.stages}"
+        occ = f"_o{self.min_blocks}" if self.min_blocks > 1 else ""
+        return f"w4a16_{self.block_m}x{self.block_n}_w{self.warp_m}x{self.warp_n}_s{self.stages}{occ}"
 
     @classmethod
     def parse(cls, name: str) -> "W4A16Config":
-        m = re.fullmatch(r"w4a16_(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)", name.strip())
+        m = re.fullmatch(r"w4a16_(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)(?:_o(\d+))?", name.strip())
         if not m:
-            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16_16x64_w1x4_s6")
-        return cls(*(int(x) for x in m.groups()))
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16_16x256_w1x8_s4_o3")
+        return cls(*(int(x) for x in m.groups() if x is not None))
 
     @property
     def threads(self) -> int:

@@ -97,6 +97,9 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
 
         rocm_w4a16.launch(a, w, c, bias)
         return c
+    if w.layout != "nv_fragments":
+        raise LayoutError(f"qweight: prepared in the {w.layout!r} layout (for ROCm); on CUDA prepare it with "
+                          "gn_mm.prepare_w4a16 on this machine")
     _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
           runtime.current_device(), _config(config), splits).launch(a, w, c, bias)
     return c

@@ -98,6 +98,9 @@ def from_compressed_tensors(weight_packed: torch.Tensor, weight_scale: torch.Ten
     if weight_packed.dtype != torch.int32 or weight_packed.dim() != 2:
         raise LayoutError("weight_packed: expected a 2-D torch.int32 tensor [N, K // 8]")
     n, k = weight_packed.shape[0], weight_packed.shape[1] * 8
+    if n % 8:
+        raise LayoutError(f"weight_packed: N = {n} output features is not a multiple of 8 (the GPTQ layout packs "
+                          f"8 columns per int32)")
     if weight_scale.dim() != 2 or weight_scale.shape[0] != n or k % weight_scale.shape[1]:
         raise LayoutError(f"weight_scale: expected [N, K // G] = [{n}, K // G] with K = {k}, "
                           f"got {tuple(weight_scale.shape)}")
@@ -121,6 +124,8 @@ def from_int4_k_packed(w: torch.Tensor, *, dtype: torch.dtype = torch.float16):
     values -8..7, no scales) -> (qweight, scales, qzeros=None, group_size=K): unit scales, zero point 8."""
     if w.dtype not in (torch.int8, torch.uint8) or w.dim() != 2:
         raise LayoutError("w: expected a 2-D int8 tensor [K // 2, N] (two int4 values per byte along K)")
+    if w.shape[1] % 8:
+        raise LayoutError(f"w: N = {w.shape[1]} columns is not a multiple of 8 (the GPTQ layout packs 8 per int32)")
     b = w.to(torch.int16) & 0xFF
     lo, hi = b & 0xF, b >> 4
     signed = torch.stack((lo, hi), dim=1).reshape(-1, w.shape[1])  # [K, N], row 2i = low nibble of row i
@@ -154,6 +159,7 @@ class W4A16Weight:
     n: int
     group_size: int
     zp_bias: int
+    layout: str = "nv_fragments"  # or "gptq": the GPTQ tensors as they are (what the ROCm twin reads)
 
     @property
     def dtype(self) -> torch.dtype:
@@ -165,7 +171,7 @@ class W4A16Weight:
 
     @property
     def groups(self) -> int:
-        return self.scales.shape[1]
+        return -(-self.k // self.group_size)
 
 
 # fp16 dequantises the second nibble pair of each byte as 16 q (int4_dequant.cuh): its zero point is 16x too.
@@ -187,8 +193,10 @@ def _zeros_to_strips(z: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tenso
 
 
 def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None = None, *, group_size: int,
-            zp_bias: int = 8, g_idx=None) -> W4A16Weight:
-    """GPTQ tensors -> W4A16Weight in the kernels' fragment-ordered layout (pure torch, on their device).
+            zp_bias: int = 8, g_idx=None, layout: str | None = None) -> W4A16Weight:
+    """GPTQ tensors -> W4A16Weight for this machine's kernel (pure torch, on their device): the
+    fragment-ordered layout below for NVIDIA ("nv_fragments"), the GPTQ tensors as they are on ROCm builds of
+    torch ("gptq", what the hipRTC twin reads). `layout` overrides the choice.
 
     Nibble i of a packed word is pair p = i % 4, half h = i // 4 (so one mask takes a pair from bits 4p and
     16 + 4p): pair p is column 16b + g + 8 (p % 2) and k = 64c + 16s + 2t + h + 8 (p // 2), for lane l = 4g + t
@@ -198,9 +206,15 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
     problems = check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
     if not 0 <= zp_bias <= 15:
         problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
+    layout = layout or ("gptq" if torch.version.hip else "nv_fragments")
+    if layout not in ("gptq", "nv_fragments"):
+        problems.append(f"layout: {layout!r} is not 'nv_fragments' or 'gptq'")
     if problems:
         raise LayoutError("; ".join(problems))
     k, n = qweight.shape[0], qweight.shape[1] * 8
+    if layout == "gptq":
+        return W4A16Weight(qweight.contiguous(), scales.contiguous(),
+                           qzeros.contiguous() if qzeros is not None else None, k, n, group_size, zp_bias, "gptq")
     stages = -(-k // 64)
     strips = -(-n // 16)
     q = unpack_nibbles(qweight, dim=1).to(torch.int32)                          # [K, N]
@@ -220,6 +234,8 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
 
 def dequantize_prepared(w: W4A16Weight, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The [K, N] weight a W4A16Weight stands for (inverse of `prepare`; tests check the round trip)."""
+    if w.layout == "gptq":
+        return dequantize_gptq(w.packed, w.scales, w.zeros, group_size=w.group_size, zp_bias=w.zp_bias, dtype=dtype)
     stages, strips = w.packed.shape[:2]
     shifts = torch.arange(0, 32, 4, dtype=torch.int64, device=w.device)
     nib = (w.packed.to(torch.int64).unsqueeze(-1) & 0xFFFFFFFF) >> shifts & 0xF    # c b (g t) s (h kh nh)

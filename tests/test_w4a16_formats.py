@@ -67,3 +67,30 @@ def test_check_names_each_problem():
         f.dequantize_gptq(qweight, ok_scales, group_size=96)
     with pytest.raises(LayoutError, match="not a multiple of 8"):
         f.pack_nibbles(torch.zeros(3, 7, dtype=torch.uint8), dim=1)
+
+
+def test_converters_refuse_n_not_a_multiple_of_8():
+    with pytest.raises(LayoutError, match="weight_packed: N = 12"):
+        f.from_compressed_tensors(torch.zeros(12, 4, dtype=torch.int32), torch.ones(12, 1))
+    with pytest.raises(LayoutError, match="w: N = 12"):
+        f.from_int4_k_packed(torch.zeros(16, 12, dtype=torch.int8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("k,n,g,asym", [(256, 48, 32, True), (200, 24, 200, False), (384, 64, 128, True)])
+def test_prepare_round_trips_and_puts_each_nibble_in_its_fragment(dtype, k, n, g, asym):
+    q = torch.randint(0, 16, (k, n))
+    qweight = f.pack_nibbles(q, dim=1)
+    scales = torch.rand(k // g, n).to(dtype)
+    qzeros = f.pack_nibbles(torch.randint(0, 16, (k // g, n)), dim=1) if asym else None
+    w = f.prepare(qweight, scales, qzeros, group_size=g, layout="nv_fragments")
+    assert torch.equal(f.dequantize_prepared(w), f.dequantize_gptq(qweight, scales, qzeros, group_size=g))
+    # Lane 4g + t, k16 step s of stage c: nibble p + 4h is column 16b + g + 8 (p % 2), k 64c + 16s + 2t + h + 8 (p // 2).
+    for c, b, lane, step in [(0, 0, 5, 1), (k // 64 - 1, n // 16 - 1, 31, 3)]:
+        word = int(w.packed[c, b, lane, step]) & 0xFFFFFFFF
+        for p in range(4):
+            for h in range(2):
+                kk = 64 * c + 16 * step + 2 * (lane % 4) + h + 8 * (p // 2)
+                nn = 16 * b + lane // 4 + 8 * (p % 2)
+                if kk < k and nn < n:
+                    assert (word >> (4 * (p + 4 * h))) & 15 == int(q[kk, nn])
