@@ -14,7 +14,7 @@ import functools
 import torch
 
 from . import codegen
-from .errors import CompileError
+from .errors import CompileError, LayoutError
 from .w4a16_formats import W4A16Weight
 
 STEM = "rocm_w4a16"
@@ -42,8 +42,8 @@ def _kernel(dtype: torch.dtype, has_zeros: bool, device_index: int):
 def launch(a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
     """a [M, K] (unit column stride), w prepared in the "gptq" layout, c [M, N] contiguous."""
     if w.layout != "gptq":
-        raise CompileError(f"w: the ROCm kernel reads the GPTQ layout; this weight was prepared as {w.layout!r} "
-                           "(prepare it on the ROCm machine)", "", None)
+        raise LayoutError(f"qweight: the ROCm kernel reads the GPTQ layout; this weight was prepared as "
+                          f"{w.layout!r} (prepare it on the ROCm machine)")
     m, k = a.shape
     kernel = _kernel(w.dtype, w.zeros is not None, a.device.index or 0)
     grid = (-(-w.n // (16 * WAVES)), -(-m // 16), 1)

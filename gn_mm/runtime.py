@@ -134,7 +134,7 @@ current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curren
 _param_blocks = threading.local()  # per thread: kinds -> reusable ctypes parameter block (values + pointers)
 
 
-def _current_stream() -> int:
+def current_stream() -> int:
     if _raw_stream is not None:
         return _raw_stream(current_device())
     return torch.cuda.current_stream().cuda_stream
@@ -183,7 +183,7 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, k
         else:
             v.raw = a  # the descriptor's 128 bytes
     err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                   shared_mem, _current_stream(), params, None)
+                                   shared_mem, current_stream(), params, None)
     if err:
         raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 

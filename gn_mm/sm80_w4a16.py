@@ -118,7 +118,7 @@ _tickets_lock = threading.Lock()
 
 def tickets(device: torch.device, count: int) -> torch.Tensor:
     """Split-K tile counters for the current stream (one set per stream: concurrent streams never share)."""
-    key = (device.index, runtime._current_stream())
+    key = (device.index, runtime.current_stream())
     t = _tickets.get(key)
     if t is None or t.numel() < count:
         with _tickets_lock:
