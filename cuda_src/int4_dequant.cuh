@@ -67,3 +67,37 @@ struct DqZeros {
     r[1] = dq_sub(dq_lop(w8, 0x000f000fu), lo);
   }
 };
+
+// x * s on both halves (sm_90 has bf16x2 multiplies): the one rounding of a dequantised weight.
+GN_DEVICE u32 dq_mul(u32 x, u32 s) {
+  u32 d;
+  asm("mul.rn." GN_X2 " %0, %1, %2;" : "=r"(d) : "r"(x), "r"(s));
+  return d;
+}
+
+// Dequantised weights w = (q - zero) * scale, rounded once to 16 bits, for kernels that cannot keep a
+// per-group accumulator (a wgmma accumulator is the whole tile): (q - zero) is exact as above, the multiply
+// rounds. Both nibble pairs are shifted down here (fp16 too: 16 (q - zero) * scale / 16 could underflow into
+// fp16's subnormals for small scales), so the fp16 second-pair zero point of the packed format (MAGIC + 16 z)
+// is brought back to MAGIC + z once per group.
+struct DqScaled {
+  u32 zlo, zhi, slo, shi;
+  // z2: as DqZeros::set; s_lo / s_hi: the scales (raw bits) of columns g and 8 + g.
+  GN_DEVICE void set(u32 z2, u16 s_lo, u16 s_hi) {
+    u32 hi = dq_broadcast<1>(z2);
+#if GN_ACT_KIND == GN_ACT_F16
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(hi) : "r"(hi), "r"(0x2c002c00u), "r"(0x63806380u));  // h/16 + 960
+#endif
+    zlo = dq_broadcast<0>(z2) ^ DQ_NEG;
+    zhi = hi ^ DQ_NEG;
+    slo = (u32)s_lo * 0x10001u;
+    shi = (u32)s_hi * 0x10001u;
+  }
+  // One packed word -> {column g, k pair 0-1}, {g, k 8-9}, {8 + g, k 0-1}, {8 + g, k 8-9} (DqZeros::word's order).
+  GN_DEVICE void word(u32 w, u32 (&r)[4]) const {
+    r[0] = dq_mul(dq_sub(dq_lop(w, 0x000f000fu), zlo), slo);
+    r[1] = dq_mul(dq_sub(dq_lop(w >> 8, 0x000f000fu), zlo), slo);
+    r[2] = dq_mul(dq_sub(dq_lop(w >> 4, 0x000f000fu), zhi), shi);
+    r[3] = dq_mul(dq_sub(dq_lop(w >> 12, 0x000f000fu), zhi), shi);
+  }
+};

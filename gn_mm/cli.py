@@ -14,7 +14,7 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import microbench, runtime, sass, sm80_mm, sm80_w4a16
+from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_w4a16
 from .errors import ArchError
 from .report import progress_bar
 from .arch import Arch
@@ -24,7 +24,8 @@ from .variant_table import MMA_SYNC, find_path, variants
 
 def compile_jobs(archs, variant_filter=None, all_configs=False):
     """(label, KernelSpec) pairs: each mma.sync variant on each arch it exists for, with the config the
-    heuristic picks for a large problem, or every config that fits; and the W4A16 kernels (filter "w4a16")."""
+    heuristic picks for a large problem, or every config that fits; and the W4A16 kernels (filter "w4a16";
+    on sm_90 both the mma.sync and the wgmma family)."""
     jobs = []
     for arch in archs:
         for v in MMA_SYNC:
@@ -42,6 +43,11 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                 jobs.append(({"variant": f"w4a16 {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
                               "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
                              sm80_w4a16.spec(dtype, group, zeros, cfg, arch)))
+        if arch.cc == 90 and (not variant_filter or "w4a16" in variant_filter):  # the wgmma kernel (sm_90a)
+            for (dtype, group, zeros), cfg in sm90_w4a16.compile_matrix(all_configs):
+                jobs.append(({"variant": f"w4a16 wgmma {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
+                              "out": str(dtype)[6:], "config": cfg.name, "arch": "sm_90a"},
+                             sm90_w4a16.spec(dtype, group, zeros, cfg)))
     return jobs
 
 

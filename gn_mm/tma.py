@@ -12,7 +12,7 @@ import ctypes
 
 from .errors import LayoutError
 
-_UINT8, _INTERLEAVE_NONE, _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO = 0, 0, 3, 3, 0
+_UINT8, _INTERLEAVE_NONE, _SWIZZLE_NONE, _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO = 0, 0, 0, 3, 3, 0
 BOX_BYTES = 128
 
 
@@ -42,29 +42,32 @@ _maps: dict = {}
 _MAPS_KEPT = 256  # a map is 128 bytes: keep the weights' and recent activations' maps of a model
 
 
-def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand") -> bytes:
-    """Tensor map (its 128 bytes) of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`. A map is a pure
-    function of these numbers, so maps are cached by them: encoding costs ~10 us of host time per call, and
-    serving calls reuse the same weights and activation buffers."""
-    key = (ptr, rows, k_bytes, row_stride, box_rows)
+def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand",
+             box_bytes: int = BOX_BYTES, swizzle: bool = True) -> bytes:
+    """Tensor map (its 128 bytes) of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`, in
+    boxes of box_bytes x box_rows (128-byte swizzled, or plain for small side operands such as scales). A
+    map is a pure function of these numbers, so maps are cached by them: encoding costs ~10 us of host time
+    per call, and serving calls reuse the same weights and activation buffers."""
+    key = (ptr, rows, k_bytes, row_stride, box_rows, box_bytes, swizzle)
     tmap = _maps.get(key)
     if tmap is None:
         if len(_maps) >= _MAPS_KEPT:
             _maps.clear()
-        tmap = _maps[key] = bytes(_encode_rows(ptr, rows, k_bytes, row_stride, box_rows, name))
+        tmap = _maps[key] = bytes(_encode_rows(ptr, rows, k_bytes, row_stride, box_rows, name, box_bytes, swizzle))
     return tmap
 
 
-def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str) -> TensorMap:
+def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str,
+                 box_bytes: int, swizzle: bool) -> TensorMap:
     if ptr % 16 or row_stride % 16:
         raise LayoutError(f"{name}: TMA needs a 16-byte aligned address and row stride (got {ptr % 16}, {row_stride})")
     tmap = TensorMap()
     dims = (ctypes.c_uint64 * 2)(k_bytes, rows)
     strides = (ctypes.c_uint64 * 1)(row_stride)
-    box = (ctypes.c_uint32 * 2)(BOX_BYTES, box_rows)
+    box = (ctypes.c_uint32 * 2)(box_bytes, box_rows)
     steps = (ctypes.c_uint32 * 2)(1, 1)
     err = _encoder()(ctypes.byref(tmap), _UINT8, 2, ptr, dims, strides, box, steps, _INTERLEAVE_NONE,
-                     _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO)
+                     _SWIZZLE_128B if swizzle else _SWIZZLE_NONE, _L2_PROMOTE_256B, _OOB_ZERO)
     if err:
         raise LayoutError(f"{name}: cuTensorMapEncodeTiled failed (CUDA error {err}) for {rows} rows x {k_bytes} "
                           f"bytes, row stride {row_stride}")

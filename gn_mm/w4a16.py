@@ -1,6 +1,7 @@
 """gn_mm.w4a16_mm: fp16/bf16 activations x int4 GPTQ weights (group scales, optional zero points).
 
-On CUDA the sm80_w4a16 kernel runs (sm_80+); on ROCm builds of torch its hipRTC twin (gn_mm/rocm_w4a16.py).
+On Hopper (sm_90) the sm90_w4a16 kernel runs (wgmma, the weight as the register operand), on other CUDA GPUs
+from sm_80 the sm80_w4a16 kernel (mma.sync); on ROCm builds of torch the hipRTC twin (gn_mm/rocm_w4a16.py).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import functools
 
 import torch
 
-from . import runtime, sm80_w4a16
+from . import runtime, sm80_w4a16, sm90_w4a16
 from .arch import Arch
 from .errors import ArchError, LayoutError, UnsupportedError
 from .w4a16_formats import W4A16Weight, check_gptq, prepare
@@ -61,7 +62,8 @@ def can_implement(a: torch.Tensor | None, qweight, scales=None, qzeros=None, *, 
 
 def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzeros: torch.Tensor | None = None, *,
              group_size: int | None = None, zp_bias: int = 8, bias: torch.Tensor | None = None, g_idx=None,
-             config: sm80_w4a16.W4A16Config | str | None = None, splits: int | None = None,
+             config: sm80_w4a16.W4A16Config | sm90_w4a16.Sm90W4A16Config | str | None = None,
+             splits: int | None = None,
              out: torch.Tensor | None = None) -> torch.Tensor:
     """out[M, N] = a[M, K] @ dequant(W)[K, N] (+ bias), in a's dtype, with fp32 accumulation.
 
@@ -73,7 +75,9 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
         zero point is zp_bias (8: symmetric uint4b8). w = (q - zero) * scale.
     group_size: G in {32, 64, 128} or K (per-channel); with GPTQ tensors only.
     g_idx: act-order (desc_act) checkpoints are not supported: passing one raises with that explanation.
-    bias: [N] in a's dtype. config / splits: override the heuristic (a W4A16Config or its name; K splits).
+    bias: [N] in a's dtype. config / splits: override the heuristic (a config or its name: W4A16Config
+      "w4a16_..." for the mma.sync kernel, any sm_80+; Sm90W4A16Config "w4a16wg_..." for the wgmma kernel,
+      sm_90 only; K splits).
     out: optional contiguous [M, N] result tensor of a's dtype (a preallocated serving buffer).
     Errors name the argument (see `w4a16_can_implement`)."""
     w = qweight
@@ -100,8 +104,13 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
     if w.layout != "nv_fragments":
         raise LayoutError(f"qweight: prepared in the {w.layout!r} layout (for ROCm); on CUDA prepare it with "
                           "gn_mm.prepare_w4a16 on this machine")
-    _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
-          runtime.current_device(), _config(config), splits).launch(a, w, c, bias)
+    plan = _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
+                 runtime.current_device(), _config(config), splits)
+    if isinstance(plan, sm90_w4a16.Plan) and c.data_ptr() % 16:  # TMA stores need a 16-byte aligned start
+        aligned = torch.empty_like(c)
+        plan.launch(a, w, aligned, bias)
+        return c.copy_(aligned)
+    plan.launch(a, w, c, bias)
     return c
 
 
@@ -123,9 +132,22 @@ def _aligned_rows(a: torch.Tensor) -> torch.Tensor:
 
 
 def _config(config):
-    if config is None or isinstance(config, sm80_w4a16.W4A16Config):
+    if config is None or isinstance(config, (sm80_w4a16.W4A16Config, sm90_w4a16.Sm90W4A16Config)):
         return config
+    if isinstance(config, str) and config.strip().startswith("w4a16wg_"):
+        return sm90_w4a16.Sm90W4A16Config.parse(config)
     return sm80_w4a16.W4A16Config.parse(config)
+
+
+def family(arch: Arch, config=None):
+    """The kernel module for this GPU (or for an explicit config): wgmma on sm_90, mma.sync elsewhere."""
+    if isinstance(config, sm90_w4a16.Sm90W4A16Config):
+        if arch.cc != 90:
+            raise ArchError(f"config: {config.name} is a wgmma (sm_90) config; this GPU is {arch.name}")
+        return sm90_w4a16
+    if isinstance(config, sm80_w4a16.W4A16Config) or arch.cc != 90:
+        return sm80_w4a16
+    return sm90_w4a16
 
 
 @functools.lru_cache(maxsize=4096)
@@ -134,7 +156,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     arch = Arch.of_device(device)
     if arch.cc < sm80_w4a16.MIN_CC:
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
-    config = config or sm80_w4a16.choose(m)
+    fam = family(arch, config)
+    config = config or fam.choose(m)
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "
@@ -143,7 +166,7 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
         if not 1 <= splits <= k_stages:
             raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
-    return sm80_w4a16.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config, splits, arch, device)
+    return fam.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config, splits, arch, device)
 
 
 runtime.on_clear.append(_plan.cache_clear)

@@ -1,6 +1,7 @@
 """Time every candidate W4A16 config (heuristic splits) per M and (K, N): CUDA-graph GPU time, inputs past L2.
+Candidates of both kernels: mma.sync (w4a16_...) and, on sm_90, wgmma (w4a16wg_...).
 
-    python scripts/tune_w4a16.py --out tune_w4a16.json [--ms 1,16,64,256]
+    python scripts/tune_w4a16.py --out tune_w4a16.json [--ms 1,16,64,256,2048]
 """
 
 import argparse
@@ -9,6 +10,7 @@ import json
 import torch
 
 from gn_mm import W4A16Config
+from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
 from gn_mm.bench_w4a16 import SHAPES, _graph_time, _weights
 from gn_mm.timing import rotation_sets
 from gn_mm.w4a16 import w4a16_mm
@@ -21,11 +23,21 @@ CANDIDATES = {
     256: [C(128, 128, 4, 2, 4), C(64, 128, 2, 4, 4), C(128, 128, 2, 4, 4)],
 }
 CANDIDATES[16] = CANDIDATES[1]
+CANDIDATES[2048] = [C(64, 128, 2, 4, 4), C(128, 128, 2, 4, 4)]
+WGMMA = {
+    1: [G(8, 2, 2, 8), G(8, 2, 2, 12), G(8, 2, 4, 6), G(8, 1, 4, 8), G(8, 2, 1, 12), G(8, 1, 2, 12)],
+    16: [G(16, 2, 2, 8), G(16, 2, 1, 12), G(16, 2, 4, 6)],
+    64: [G(64, 2, 1, 8), G(64, 2, 2, 6), G(64, 1, 2, 8), G(32, 2, 2, 8)],
+    256: [G(256, 2, 1, 5), G(128, 2, 1, 6), G(128, 2, 2, 4), G(64, 2, 2, 6)],
+    2048: [G(256, 2, 1, 5), G(256, 2, 1, 4), G(128, 2, 2, 4), G(128, 2, 1, 6)],
+}
+if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
+    CANDIDATES = {m: WGMMA.get(m, []) + c for m, c in CANDIDATES.items()}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="tune_w4a16.json")
-    p.add_argument("--ms", default="1,16,64,256")
+    p.add_argument("--ms", default="1,16,64,256,2048")
     args = p.parse_args()
     rows = []
     for k, n in SHAPES:

@@ -1,16 +1,18 @@
 """GPU tier for gn_mm.w4a16_mm: symmetric and asymmetric, every group size, fp16 and bf16, M from decode to
 prefill, ragged N and K within the format's rules, against float64 dequantise-then-matmul.
 
-The kernel multiplies activations by the exact integers (q - zero) and applies each group's scale in fp32, so
-every output must match the float64 truth to within one output rounding plus fp32 accumulation error, element
-by element. Outputs are poisoned before launch.
+The mma.sync kernel multiplies activations by the exact integers (q - zero) and applies each group's scale in
+fp32, so every output must match the float64 truth to within one output rounding plus fp32 accumulation error,
+element by element. The wgmma kernel (sm_90, the default there) rounds each dequantised weight once to 16 bits
+(as fp16 matmul on the dequantised weight does): its bound adds that rounding, relative to sum |a| |w|.
+Outputs are poisoned before launch.
 """
 
 import pytest
 import torch
 
 import gn_mm
-from gn_mm import sm80_w4a16, w4a16_formats as fmt
+from gn_mm import sm80_w4a16, sm90_w4a16, w4a16_formats as fmt
 
 pytestmark = pytest.mark.gpu
 DTYPES = (torch.float16, torch.bfloat16)
@@ -18,6 +20,9 @@ EPS = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 MS = (1, 3, 16, 64, 255, 2048)
 # (K, N) per group size: K a multiple of G (G = K: any K), N a multiple of 8 but not of 16 or 64.
 SHAPES = {32: (160, 1000), 64: (320, 72), 128: (640, 264), "K": (204, 8)}
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+ROUNDS = HOPPER  # the default kernel on this GPU rounds the dequantised weight
+FAMILIES = [sm80_w4a16] + ([sm90_w4a16] if HOPPER else [])
 
 
 def make_weight(k, n, g, asym, dtype, device="cuda", seed=0):
@@ -31,7 +36,7 @@ def make_weight(k, n, g, asym, dtype, device="cuda", seed=0):
     return qweight, scales.to(device), qzeros
 
 
-def check(out, a, qweight, scales, qzeros, g, bias=None):
+def check(out, a, qweight, scales, qzeros, g, bias=None, rounds=ROUNDS):
     w64 = fmt.dequantize_gptq(qweight, scales, qzeros, group_size=g)
     a64 = a.double()
     truth = a64 @ w64 + (bias.double() if bias is not None else 0.0)
@@ -39,7 +44,7 @@ def check(out, a, qweight, scales, qzeros, g, bias=None):
     assert not torch.isnan(out).any(), "unwritten or NaN outputs"
     o = out.double()
     # One rounding to the output dtype, plus fp32 accumulation (and the fold) relative to sum |a| |w|.
-    bound = EPS[a.dtype] * truth.abs() + 2e-5 * mag + 1e-6
+    bound = EPS[a.dtype] * truth.abs() + (2e-5 + (EPS[a.dtype] if rounds else 0.0)) * mag + 1e-6
     excess = (o - truth).abs() - bound
     assert excess.max() <= 0, f"max error {(o - truth).abs().max():.3e} beyond bound at {excess.argmax()}"
 
@@ -75,25 +80,50 @@ def test_gptq_tensors_directly_bias_and_zp_bias(dtype):
     check(out, a, qweight, scales, zeros7, g, bias)
 
 
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.STEM)
 @pytest.mark.parametrize("splits", [1, 2, 3, 7])
-def test_split_k_is_deterministic_and_correct(splits):
-    k, n, g, m = 7 * 64 + 128, 200, 64, 4
+@pytest.mark.parametrize("m", [4, 70])
+def test_split_k_is_deterministic_and_correct(splits, family, m):
+    k, n, g = 7 * 64 + 128, 200, 64
     qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16)
     a = torch.randn(m, k, device="cuda").half()
     w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
-    first = gn_mm.w4a16_mm(a, w, splits=splits, out=poisoned(m, n, torch.float16))
-    check(first, a, qweight, scales, qzeros, g)
+    cfg = family.choose(m)
+    first = gn_mm.w4a16_mm(a, w, splits=splits, config=cfg, out=poisoned(m, n, torch.float16))
+    check(first, a, qweight, scales, qzeros, g, rounds=family is sm90_w4a16)
     for _ in range(3):  # tickets reset themselves: repeated calls stay right and bit-identical
-        assert torch.equal(gn_mm.w4a16_mm(a, w, splits=splits), first)
+        assert torch.equal(gn_mm.w4a16_mm(a, w, splits=splits, config=cfg), first)
 
 
-@pytest.mark.parametrize("config", [c for _, c in sm80_w4a16.CONFIGS], ids=lambda c: c.name)
-def test_every_config(config):
+ALL_CONFIGS = [c for _, c in sm80_w4a16.CONFIGS] + [c for _, c in sm90_w4a16.CONFIGS]
+
+
+@pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda c: c.name)
+@pytest.mark.parametrize("asym", [False, True], ids=["sym", "asym"])
+def test_every_config(config, asym):
+    wgmma = isinstance(config, sm90_w4a16.Sm90W4A16Config)
+    if wgmma and not HOPPER:
+        pytest.skip("wgmma configs need sm_90")
     k, n, g, m = 384, 328, 128, 77
-    qweight, scales, qzeros = make_weight(k, n, g, True, torch.bfloat16)
+    for dtype in DTYPES:
+        qweight, scales, qzeros = make_weight(k, n, g, asym, dtype)
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+        out = gn_mm.w4a16_mm(a, w, config=config, out=poisoned(m, n, dtype))
+        check(out, a, qweight, scales, qzeros, g, rounds=wgmma)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+def test_unaligned_out_and_bad_wgmma_config_name():
+    k, n, g, m = 256, 64, 128, 3
+    qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16)
     a = torch.randn(m, k, device="cuda").bfloat16()
-    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
-    check(gn_mm.w4a16_mm(a, w, config=config, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+    buf = poisoned(m * n + 1, 1, torch.bfloat16).view(-1)
+    out = buf[1:].view(m, n)  # starts 2 bytes past a 16-byte boundary: TMA cannot store there
+    gn_mm.w4a16_mm(a, qweight, scales, group_size=g, out=out)
+    check(out, a, qweight, scales, qzeros, g)
+    with pytest.raises(ValueError, match="cannot parse"):
+        gn_mm.w4a16_mm(a, qweight, scales, group_size=g, config="w4a16wg_8x100_c2_s4")
 
 
 def test_strided_and_unaligned_activations():

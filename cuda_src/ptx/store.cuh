@@ -47,3 +47,11 @@ template <> GN_DEVICE float to_float<GN_OUT_F16>(u16 v) {
   return f;
 }
 template <> GN_DEVICE float to_float<GN_OUT_BF16>(u16 v) { return __uint_as_float((u32)v << 16); }
+
+// sm_90: two 8x8 16-bit matrices, transposed, to shared memory. Lane l < 16 addresses row l % 8 of matrix l / 8;
+// register i holds matrix i as an mma fragment (lane (g, t): row g, columns 2t, 2t + 1), and row r of the
+// stored matrix receives the fragment's column r: a transposed accumulator tile becomes row-major output.
+GN_DEVICE void stmatrix_x2_trans(u32 addr, u32 r0, u32 r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.trans.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1)
+               : "memory");
+}

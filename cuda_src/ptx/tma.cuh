@@ -35,6 +35,12 @@ GN_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int x, int y, u32 bar) {
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
       ::"r"(dst), "l"((u64)map), "r"(x), "r"(y), "r"(bar) : "memory");
 }
+// A contiguous run of global memory (16-byte aligned, a multiple of 16 bytes) into shared memory, counted on
+// `bar` like a tensor load: no tensor map, for operands already stored in the order the kernel reads them.
+GN_DEVICE void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
 GN_DEVICE void tma_prefetch_desc(const TmaDesc* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
 }

@@ -1,0 +1,314 @@
+// sm90_w4a16: C = A @ dequant(W) (+ bias) on Hopper, with wgmma and the weight dequantised in registers.
+//
+// wgmma reads a register operand only as its A side (K-major, 16-bit), and the weight is what has to pass
+// through registers, so the kernel computes the transposed product C^T [N, M] = W^T [N, K] . A^T [K, M]:
+// 64-column blocks of W are the m64 side of m64nBLOCK_Mk16, and the activations, K-major as stored, are the
+// B operand in shared memory. M is the instruction's N (8..256): decode runs m64n8 and wastes no
+// tensor-core rows past 8, prefill runs m64n256 like a plain GEMM.
+//
+// The packed weight (gn_mm/w4a16_formats.py, `prepare`) holds per lane and 16-column strip the m16n8k16 B
+// fragments of W, which are the m16k16 A fragments of W^T in another order: registers {r0, r2, r1, r3} of
+// DqScaled::word. Scales multiply in before the MMA (w rounded once to 16 bits, as an fp16 GEMM on the
+// dequantised weight would have it): a per-group accumulator of a whole wgmma tile would not fit.
+//
+// Warp specialisation in a persistent CTA: warpgroup 0 produces (one thread: TMA for activations, scales and
+// zero points, a bulk copy for the weight strips, into a NUM_STAGES ring guarded by full / empty mbarriers);
+// consumer warpgroups each own ROW_BLOCKS x 64 columns of the tile: per stage they dequantise their words
+// into one of two register sets and issue the stage's wgmmas, so the previous stage's wgmmas run while the
+// next is dequantised. Epilogue: stmatrix.trans turns the transposed accumulators into [M rows][64 columns]
+// 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M (too few tiles for the SMs) splits K:
+// each consumer publishes its sums to a workspace and the last split of a tile (an atomic ticket) adds them
+// in split order (deterministic) and stores: one launch.
+
+// Header section: editor defaults, replaced by codegen/sm90_w4a16.j2.
+#include "common.cuh"
+#define GN_ACT_KIND 1
+#define GN_HAS_ZEROS 0
+#define GN_WGMMA_REGS 4
+#define GN_WGMMA_RA(d, a, desc_b, scale_d)
+#define GN_WGMMA_TOUCH(d)
+constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
+constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8;
+// ---- kernel ----
+#include "int4_dequant.cuh"
+#include "ptx/store.cuh"
+#include "ptx/tma.cuh"
+#include "ptx/wgmma.cuh"
+
+namespace w4a16_sm90 {
+
+constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer warpgroup
+constexpr int BLOCK_N = CONSUMERS * CONSUMER_N;
+constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
+constexpr int GPS = GROUP_SIZE == 32 ? 2 : 1;     // groups per 64-value stage
+constexpr int A_TILE = BLOCK_M * 128;             // activations: BLOCK_M rows x 64 values (one swizzle row)
+constexpr int W_TILE = STRIPS * 512;
+constexpr int S_TILE = STRIPS * GPS * 32;         // per strip and group: 16 scales (or 8 zero-point pairs)
+constexpr int STAGE_BYTES = (A_TILE + W_TILE + S_TILE * (GN_HAS_ZEROS ? 2 : 1) + 1023) / 1024 * 1024;
+constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
+constexpr int CHUNK_ROWS = BLOCK_M < 64 ? BLOCK_M : 64;  // output chunk: CHUNK_ROWS x 64 columns (128 bytes)
+constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
+constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
+constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
+constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
+
+static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
+static_assert(BLOCK_M < 64 || BLOCK_M % 64 == 0, "BLOCK_M past 64 must be a multiple of 64 (output chunks)");
+static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
+
+// Unit u of the persistent sweep -> (tile_m, tile_n, K stages): tiles of one column block are consecutive
+// units, so the CTAs that run together share weight tiles (and all of A when it fits in L2).
+struct Work {
+  int grid_m, tiles, units, splits, per_split, k_stages;
+  GN_DEVICE void unit(int u, int& tm, int& tn, int& kt0, int& k_tiles) const {
+    const int tile = u % tiles;
+    tm = tile % grid_m;
+    tn = tile / grid_m;
+    kt0 = (u / tiles) * per_split;  // the host makes every split non-empty
+    k_tiles = gn_min(per_split, k_stages - kt0);
+  }
+};
+
+// The first group of stage kt (x of the scale / zero-point maps, in 32-byte units).
+GN_DEVICE int stage_group(int kt) {
+  if constexpr (GROUP_SIZE == 0) return 0;
+  return kt * 64 / GROUP_SIZE;
+}
+
+// A consumer's weights of one stage -> registers a[rb][step] (the A fragments of W^T), then the stage's wgmmas.
+// `first`: the unit's first stage (scale-d 0: D = A*B, no zeroing).
+GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLOCKS][4][4], const u8* stage,
+                         u32 stage_addr, int c, int warp, int lane, u32 z_bits, bool first) {
+  const int g = lane / 4;
+  const u8* wt = stage + A_TILE;
+  const u8* st = wt + W_TILE;
+#pragma unroll
+  for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
+    const int strip = (c * ROW_BLOCKS + rb) * 4 + warp;  // warp w of the warpgroup owns rows 16w..16w+15
+    const uint4 wv = *(const uint4*)(wt + (strip * 32 + lane) * 16);
+    DqScaled dq[GPS];
+#pragma unroll
+    for (int q = 0; q < GPS; ++q) {
+      const u8* s = st + (strip * GPS + q) * 32;
+      const u32 z2 = GN_HAS_ZEROS ? *(const u32*)(s + S_TILE + g * 4) : z_bits;
+      dq[q].set(z2, *(const u16*)(s + g * 2), *(const u16*)(s + 16 + g * 2));
+    }
+#pragma unroll
+    for (int step = 0; step < 4; ++step) {
+      const u32 w = step == 0 ? wv.x : step == 1 ? wv.y : step == 2 ? wv.z : wv.w;
+      u32 r[4];
+      dq[GPS == 2 ? step / 2 : 0].word(w, r);
+      a[rb][step][0] = r[0];  // rows g, k 0-1 of the step
+      a[rb][step][1] = r[2];  // rows g + 8, k 0-1
+      a[rb][step][2] = r[1];  // rows g, k 8-9
+      a[rb][step][3] = r[3];  // rows g + 8, k 8-9
+    }
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int step = 0; step < 4; ++step)
+#pragma unroll
+    for (int rb = 0; rb < ROW_BLOCKS; ++rb)
+      GN_WGMMA_RA(d[rb], a[rb][step], wgmma_desc_k128(stage_addr + 32 * step), (first && step == 0) ? 0 : 1);
+  wgmma_commit();
+}
+
+// Split-K: publish this consumer's sums of split `split`; the last split of the tile to arrive gets every
+// split's sums added in split order (returns true and leaves them in d), the others return false.
+GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, int* ticket, int splits, int split,
+                             int c, int t, volatile int* flag) {
+  float4* mine = ws;  // [split][V][128 threads]
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+    __stcg(mine + ((i64)split * V + v) * 128 + t, make_float4(r[0], r[1], r[2], r[3]));
+  }
+  __threadfence();
+  named_barrier(1 + c, 128);
+  if (t == 0) {
+    const int last = atomicAdd(ticket, 1) == splits - 1;
+    if (last) *ticket = 0;  // ready for the next launch
+    *flag = last;
+  }
+  named_barrier(1 + c, 128);
+  if (!*flag) return false;
+  __threadfence();
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int s0 = 0; s0 < splits; s0 += 8) {  // eight partials in flight: a serial L2 chain would dominate
+      float4 p[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int s = s0 + i;
+        p[i] = s == split ? make_float4(r[0], r[1], r[2], r[3])
+               : s < splits ? __ldcg(mine + ((i64)s * V + v) * 128 + t) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        sum.x += p[i].x;
+        sum.y += p[i].y;
+        sum.z += p[i].z;
+        sum.w += p[i].w;
+      }
+    }
+    r[0] = sum.x;
+    r[1] = sum.y;
+    r[2] = sum.z;
+    r[3] = sum.w;
+  }
+  return true;
+}
+
+// One consumer's accumulators (+ bias) -> C through shared memory and TMA stores. Accumulator j of row block
+// rb: lane (g, t) holds C^T rows (columns of C) g and g + 8, columns (rows of C) 8j + 2t, 8j + 2t + 1; as 16-bit
+// pairs these are two 8x8 mma fragments, which stmatrix.trans writes as 8 rows of C x 8 columns. Chunk rows are
+// 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8). `chunk`: this consumer's running chunk count
+// (buffers alternate; the store issued two chunks ago must have read a buffer before it is rewritten).
+GN_DEVICE void store_tile(const float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], const TmaDesc* map_c, const u16* bias,
+                          u32 buf0, int c, int t, int m0, int n0, int N, int has_bias, int& chunk) {
+  const int warp = t / 32, lane = t % 32, g = lane / 4;
+#pragma unroll
+  for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
+    const int col = n0 + c * CONSUMER_N + rb * 64 + warp * 16 + g;  // this lane's columns col, col + 8
+    float b0 = 0.f, b1 = 0.f;
+    if (has_bias) {
+      if (col < N) b0 = to_float<OUT>(bias[col]);
+      if (col + 8 < N) b1 = to_float<OUT>(bias[col + 8]);
+    }
+#pragma unroll
+    for (int q = 0; q < BLOCK_M / CHUNK_ROWS; ++q, ++chunk) {
+      const u32 buf = buf0 + (chunk % 2) * CHUNK_SLOT;
+      if (chunk >= 2) {
+        if (t == 0) bulk_wait_read<1>();
+        named_barrier(1 + c, 128);
+      }
+#pragma unroll
+      for (int jj = 0; jj < CHUNK_ROWS / 8; ++jj) {
+        const int j = q * (CHUNK_ROWS / 8) + jj;
+        const float* v = &d[rb][4 * j];
+        const u32 lo = OUT == GN_OUT_BF16 ? pack_bf16x2(v[0] + b0, v[1] + b0) : pack_f16x2(v[0] + b0, v[1] + b0);
+        const u32 hi = OUT == GN_OUT_BF16 ? pack_bf16x2(v[2] + b1, v[3] + b1) : pack_f16x2(v[2] + b1, v[3] + b1);
+        const int r = 8 * jj + lane % 8, unit = 2 * warp + (lane / 8) % 2;  // lanes 16-31: addresses unused
+        stmatrix_x2_trans(buf + r * 128 + ((unit ^ (r % 8)) << 4), lo, hi);
+      }
+      fence_proxy_async_smem();  // each writer's stores -> visible to the TMA engine
+      named_barrier(1 + c, 128);
+      if (t == 0) {
+        tma_store_2d(map_c, buf, (n0 + c * CONSUMER_N + rb * 64) * 2, m0 + q * CHUNK_ROWS);
+        bulk_commit();
+      }
+    }
+  }
+}
+
+}  // namespace w4a16_sm90
+
+using namespace w4a16_sm90;
+
+// map_a: activations as bytes [M, K * 2] (boxes of 128 bytes x BLOCK_M rows, 128-byte swizzle); map_s / map_z:
+// scales / zero points as bytes [N / 16 strips, groups * 32] (boxes of GPS * 32 bytes x STRIPS rows, no
+// swizzle); map_c: C as bytes [M, N * 2] (boxes of 128 bytes x CHUNK_ROWS rows, 128-byte swizzle). W: the packed
+// weight [k_stages][strips][512 bytes]. bias: [N] (has_bias). ws / tickets: split-K workspace and per-(tile,
+// consumer) counters (zero between launches: the last split resets its counter). z_bits: the zero-point pair
+// of every column when there are no zero points (MAGIC + zp_bias, as in the packed format).
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
+    const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_s,
+    const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
+    const u16* __restrict__ bias, float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages,
+    int strips, int splits, int z_bits, int has_bias) {
+  extern __shared__ u8 smem_raw[];
+  __shared__ int flags[CONSUMERS];
+  // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
+  const u32 raw0 = (u32)__cvta_generic_to_shared(smem_raw);
+  const u32 smem0 = (raw0 + 1023) & ~1023u;
+  u8* const smem = smem_raw + (smem0 - raw0);
+  const u32 cbuf0 = smem0 + NUM_STAGES * STAGE_BYTES;
+  const u32 full0 = cbuf0 + C_STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
+  const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < NUM_STAGES; ++s) {
+      mbar_init(full0 + 8 * s, 1);                   // the producer's arrive + the copies' bytes
+      mbar_init(empty0 + 8 * s, CONSUMERS * 4);      // one arrival per consumer warp
+    }
+    mbar_fence_init();
+  }
+  __syncthreads();
+
+  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
+  const int per_split = (k_stages + splits - 1) / splits;
+  const Work w{grid_m, grid_m * grid_n, grid_m * grid_n * splits, splits, per_split, k_stages};
+
+  if (wg == 0) {  // producer
+    setmaxnreg_dec<PRODUCER_REGS>();
+    if (t == 0) {
+      tma_prefetch_desc(&map_a);
+      tma_prefetch_desc(&map_s);
+      if (GN_HAS_ZEROS) tma_prefetch_desc(&map_z);
+      int it = 0;  // stages issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
+      for (int u = blockIdx.x; u < w.units; u += gridDim.x) {
+        int tm, tn, kt0, k_tiles;
+        w.unit(u, tm, tn, kt0, k_tiles);
+        const int strips_here = gn_min(STRIPS, strips - tn * STRIPS);
+        const u32 bytes = A_TILE + strips_here * 512 + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
+        for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
+          const int s = it % NUM_STAGES;
+          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
+          const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
+          mbar_arrive_expect_tx(full, bytes);
+          tma_load_2d(stage, &map_a, kt * 128, tm * BLOCK_M, full);
+          bulk_load(stage + A_TILE, W + ((i64)kt * strips + tn * STRIPS) * 512, strips_here * 512, full);
+          tma_load_2d(stage + A_TILE + W_TILE, &map_s, stage_group(kt) * 32, tn * STRIPS, full);
+          if (GN_HAS_ZEROS)
+            tma_load_2d(stage + A_TILE + W_TILE + S_TILE, &map_z, stage_group(kt) * 32, tn * STRIPS, full);
+        }
+      }
+    }
+  } else {
+    setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1, warp = t / 32, lane = t % 32;
+    const u32 cbuf = cbuf0 + c * 2 * CHUNK_SLOT;
+    float d[ROW_BLOCKS][GN_WGMMA_REGS];
+    u32 a0[ROW_BLOCKS][4][4], a1[ROW_BLOCKS][4][4];  // two register sets: one is read by running wgmmas
+    int it = 0, chunk = 0;
+    // Stage kt's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
+    // Even and odd stages therefore fill different registers (a0, a1), in separate code (an if / else on the
+    // parity let the compiler merge both into one set), and a stage's wait<1> retires the other set's group.
+    // (ptxas checks this and serialises every wgmma, warning C7513, when some path breaks it.)
+    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4]) {
+      const int s = it % NUM_STAGES;
+      mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
+      stage_mma(d, a, smem + s * STAGE_BYTES, smem0 + s * STAGE_BYTES, c, warp, lane, (u32)z_bits, kt == 0);
+      wgmma_wait<1>();  // the previous stage's wgmmas are done with its slot and registers
+      if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      ++it;
+    };
+    for (int u = blockIdx.x; u < w.units; u += gridDim.x) {
+      int tm, tn, kt0, k_tiles;
+      w.unit(u, tm, tn, kt0, k_tiles);
+      // Pairs, then an even tail: on every path, a set is rewritten only after the wait that retired its
+      // group (a loop that could skip its odd step would, to ptxas, reach a0 with a0's group in flight).
+      int kt = 0;
+#pragma unroll 1
+      for (; kt + 1 < k_tiles; kt += 2) {
+        step(kt, a0);
+        step(kt + 1, a1);
+      }
+      if (kt < k_tiles) step(kt, a0);
+      wgmma_wait<0>();
+#pragma unroll
+      for (int rb = 0; rb < ROW_BLOCKS; ++rb) GN_WGMMA_TOUCH(d[rb]);
+      if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      const int tile = u % w.tiles;
+      if (splits > 1 &&
+          !reduce_splits(d, ws + (i64)(tile * CONSUMERS + c) * splits * V * 128, tickets + tile * CONSUMERS + c,
+                         splits, u / w.tiles, c, t, flags + c))
+        continue;
+      store_tile(d, &map_c, bias, cbuf, c, t, tm * BLOCK_M, tn * BLOCK_N, N, has_bias, chunk);
+    }
+    if (t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
+  }
+}

@@ -1,0 +1,166 @@
+"""The sm90_w4a16 kernel family: fp16/bf16 activations x int4 weights on Hopper (sm_90a), wgmma with the
+dequantised weight as the register operand of the transposed product (cuda_src/sm90_w4a16.cu). Configs are
+data; `choose` is the heuristic; `Plan` launches."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from . import runtime, tma
+from .arch import Arch
+from .runtime import KernelSpec
+from .sm80_w4a16 import ACT_KIND, kernel_group_size, nonempty_splits, tickets  # noqa: F401 (re-exported)
+from .w4a16_formats import HI_FACTOR, MAGIC_BITS, W4A16Weight
+
+STEM = "sm90_w4a16"
+# TMA maps of A, scales, zero points and C; then W, bias, workspace, tickets; then M, N, k_stages, strips,
+# splits, z_bits, has_bias.
+KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 7
+INSTR = {torch.float16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
+         torch.bfloat16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"}
+MIN_STAGES_PER_SPLIT = 2
+
+
+@dataclass(frozen=True)
+class Sm90W4A16Config:
+    block_m: int     # activation rows per tile = the wgmma N (8..256)
+    consumers: int   # consumer warpgroups (1 or 2)
+    row_blocks: int  # 64-column blocks of the weight per consumer
+    stages: int
+
+    @property
+    def block_n(self) -> int:
+        return 64 * self.consumers * self.row_blocks
+
+    @property
+    def name(self) -> str:
+        return f"w4a16wg_{self.block_m}x{self.block_n}_c{self.consumers}_s{self.stages}"
+
+    @classmethod
+    def parse(cls, name: str) -> "Sm90W4A16Config":
+        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)", name.strip())
+        if not m or int(m[2]) % (64 * int(m[3])):
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8 (block_n a "
+                             "multiple of 64 x consumers)")
+        bm, bn, cons, stages = (int(x) for x in m.groups())
+        return cls(bm, cons, bn // (64 * cons), stages)
+
+    @property
+    def threads(self) -> int:
+        return 128 * (1 + self.consumers)
+
+    def stage_bytes(self, group_size: int, has_zeros: bool) -> int:
+        """Activations (block_m rows x 128 bytes), weight strips (512 bytes per 16 columns), scales (and zero
+        points): 32 bytes per strip and group of the stage; rounded up to 1 KB (the swizzle alignment)."""
+        strips = self.block_n // 16
+        gps = 2 if group_size == 32 else 1
+        raw = self.block_m * 128 + strips * 512 + strips * gps * 32 * (2 if has_zeros else 1)
+        return -(-raw // 1024) * 1024
+
+    def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
+        """The ring, two output chunks per consumer, the barriers and 1 KB of alignment slack."""
+        chunk = -(-min(self.block_m, 64) * 128 // 1024) * 1024
+        return (self.stages * self.stage_bytes(group_size, has_zeros) + self.consumers * 2 * chunk
+                + 16 * self.stages + 1024)
+
+
+C = Sm90W4A16Config
+# By the largest M each serves (data, not branches). Small M: the instruction's N is M rounded up to 8, and the
+# tile is wide so that one stage streams 8 KB of weight; large M: 128 x 256 tiles like a plain wgmma GEMM.
+CONFIGS = (
+    (8, C(8, 2, 2, 8)),
+    (16, C(16, 2, 2, 8)),
+    (32, C(32, 2, 2, 8)),
+    (64, C(64, 2, 1, 8)),
+    (128, C(128, 2, 1, 6)),
+    (1 << 31, C(256, 2, 1, 4)),
+)
+
+
+def choose(m: int) -> Sm90W4A16Config:
+    return next(c for limit, c in CONFIGS if m <= limit)
+
+
+def splits_for(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> int:
+    """K splits so that the tiles fill the SMs (one persistent CTA each): the fewest waves x (stages per
+    split + a fixed cost of ~3 stage-times for the pipeline fill and the split-K fix-up)."""
+    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+
+    def cost(s: int) -> tuple:
+        return -(-tiles * s // sm_count) * (-(-k_stages // s) + 3), s
+
+    return nonempty_splits(min(range(1, max(1, k_stages // MIN_STAGES_PER_SPLIT) + 1), key=cost), k_stages)
+
+
+def compile_matrix(all_configs: bool = False):
+    """((dtype, kernel group size, has_zeros), config) for every kernel the API can build: every config, or the
+    decode and the largest one."""
+    configs = [c for _, c in CONFIGS] if all_configs else [CONFIGS[0][1], CONFIGS[-1][1]]
+    return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
+            for zeros in (False, True) for cfg in configs]
+
+
+def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:
+    """group_size 0: one group spans K (per-channel scales)."""
+    params = {"variant_name": f"w4a16 wgmma {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+              "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype],
+              "instr": INSTR[dtype].format(n=config.block_m), "regs": config.block_m // 2,
+              "has_zeros": int(has_zeros), "group_size": group_size}
+    return KernelSpec.make(STEM, STEM, params, Arch(90, "a"), config.smem_bytes(group_size, has_zeros))
+
+
+def z_bits(w: W4A16Weight) -> int:
+    """Every column's zero-point pair when the weight has no zero points (the packed format's encoding), as
+    a signed 32-bit int."""
+    magic = MAGIC_BITS[w.dtype]
+    bits = (magic + w.zp_bias) | (magic + HI_FACTOR[w.dtype] * w.zp_bias) << 16
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: Sm90W4A16Config
+    splits: int
+    grid: int
+    tiles: int
+    smem_bytes: int
+    main: object
+
+    @classmethod
+    def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, k_stages: int,
+             config: Sm90W4A16Config, splits: int | None, arch: Arch, device) -> "Plan":
+        """As sm80_w4a16.Plan.make (arch: sm_90, checked by the caller)."""
+        s = spec(dtype, group_size, has_zeros, config)
+        main = runtime.kernel(s, device)
+        sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+        if splits is None:
+            splits = splits_for(config, m, n, k_stages, sm_count)
+        tiles = -(-m // config.block_m) * -(-n // config.block_n)
+        return cls(config, splits, min(tiles * splits, sm_count), tiles, s.smem_bytes, main)
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """a: [M, K] with 16-byte aligned rows and start, c: [M, N] contiguous and 16-byte aligned, bias: [N]
+        contiguous or None."""
+        cfg, m = self.config, a.shape[0]
+        strips, groups = w.packed.shape[1], w.scales.shape[1]
+        gps = 2 if kernel_group_size(w) == 32 else 1
+        map_a = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
+        map_s = tma.rows_map(w.scales.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "scales",
+                             box_bytes=32 * gps, swizzle=False)
+        map_z = map_s if w.zeros is None else tma.rows_map(
+            w.zeros.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "zeros", box_bytes=32 * gps,
+            swizzle=False)
+        map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, min(cfg.block_m, 64), "out")
+        if self.splits > 1:
+            ws = torch.empty(self.tiles * self.splits * cfg.block_m * cfg.block_n, dtype=torch.float32,
+                             device=a.device)
+            tk = tickets(a.device, self.tiles * cfg.consumers)
+        else:
+            ws = tk = c  # unused
+        runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
+                       [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
+                        w.packed.shape[0], strips, self.splits, z_bits(w), int(bias is not None)],
+                       self.smem_bytes, KINDS)
