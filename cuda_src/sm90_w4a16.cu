@@ -46,6 +46,11 @@ constexpr int W_TILE = STRIPS * 512;
 constexpr int S_TILE = STRIPS * GPS * 32;         // per strip and group: 16 scales (or 8 zero-point pairs)
 constexpr int STAGE_BYTES = (A_TILE + W_TILE + S_TILE * (GN_HAS_ZEROS ? 2 : 1) + 1023) / 1024 * 1024;
 constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
+// Registers per thread after setmaxnreg: with one or two consumers the producer gives most of its share to
+// them (ptxas fills the launch bound's 168 / 255 registers there, so the pool covers the increase exactly);
+// with more, the consumers (small decode tiles) keep the launch bound's share: an increase the pool cannot
+// cover would block forever.
+constexpr bool REBALANCE = CONSUMERS <= 2;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
 constexpr int CHUNK_ROWS = BLOCK_M < 64 ? BLOCK_M : 64;  // output chunk: CHUNK_ROWS x 64 columns (128 bytes)
 constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
@@ -55,6 +60,7 @@ constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
 static_assert(BLOCK_M < 64 || BLOCK_M % 64 == 0, "BLOCK_M past 64 must be a multiple of 64 (output chunks)");
+static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "1 to 4 consumer warpgroups");
 static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
 
 // Unit u of the persistent sweep -> (tile_m, tile_n, K stages): tiles of one column block are consecutive
@@ -243,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
   const Work w{grid_m, grid_m * grid_n, grid_m * grid_n * splits, splits, per_split, k_stages};
 
   if (wg == 0) {  // producer
-    setmaxnreg_dec<PRODUCER_REGS>();
+    if constexpr (REBALANCE) setmaxnreg_dec<PRODUCER_REGS>();
     if (t == 0) {
       tma_prefetch_desc(&map_a);
       tma_prefetch_desc(&map_s);
@@ -268,7 +274,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       }
     }
   } else {
-    setmaxnreg_inc<CONSUMER_REGS>();
+    if constexpr (REBALANCE) setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = t / 32, lane = t % 32;
     const u32 cbuf = cbuf0 + c * 2 * CHUNK_SLOT;
     float d[ROW_BLOCKS][GN_WGMMA_REGS];

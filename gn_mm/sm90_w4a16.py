@@ -68,20 +68,25 @@ class Sm90W4A16Config:
 
 
 C = Sm90W4A16Config
-# By the largest M each serves (data, not branches). Small M: the instruction's N is M rounded up to 8, and the
-# tile is wide so that one stage streams 8 KB of weight; large M: 128 x 256 tiles like a plain wgmma GEMM.
+# By the largest M each serves (data, not branches), candidates in order of preference. Small M: the
+# instruction's N is M rounded up to 8 and the tile is wide, so that one stage streams 8 KB of weight; large M:
+# 256 x 128 tiles like a plain wgmma GEMM. Measured on an H200: benchmarks/results/w4a16_tune_h200*.json.
 CONFIGS = (
-    (8, C(8, 2, 2, 8)),
-    (16, C(16, 2, 2, 8)),
-    (32, C(32, 2, 2, 8)),
-    (64, C(64, 2, 1, 8)),
-    (128, C(128, 2, 1, 6)),
-    (1 << 31, C(256, 2, 1, 4)),
+    (8, (C(8, 2, 2, 8),)),
+    (16, (C(16, 2, 2, 8),)),
+    (32, (C(32, 2, 2, 8),)),
+    (64, (C(64, 2, 1, 8), C(64, 2, 2, 6))),
+    (128, (C(128, 2, 1, 6),)),
+    (256, (C(128, 2, 1, 6), C(256, 2, 1, 4))),
+    (1 << 31, (C(256, 2, 1, 4),)),
 )
 
 
-def choose(m: int) -> Sm90W4A16Config:
-    return next(c for limit, c in CONFIGS if m <= limit)
+def choose(m: int, n: int = 0, sm_count: int = 132) -> Sm90W4A16Config:
+    """The config for M's class: of its candidates, the one whose tiles need the fewest rounds of the SMs
+    (a CTA that takes a second tile costs a whole second pass), the first on a tie."""
+    candidates = next(c for limit, c in CONFIGS if m <= limit)
+    return min(candidates, key=lambda c: -(-(-(-m // c.block_m) * -(-n // c.block_n)) // sm_count))
 
 
 def splits_for(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> int:
@@ -98,7 +103,8 @@ def splits_for(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
 def compile_matrix(all_configs: bool = False):
     """((dtype, kernel group size, has_zeros), config) for every kernel the API can build: every config, or the
     decode and the largest one."""
-    configs = [c for _, c in CONFIGS] if all_configs else [CONFIGS[0][1], CONFIGS[-1][1]]
+    configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs)) if all_configs \
+        else [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
             for zeros in (False, True) for cfg in configs]
 

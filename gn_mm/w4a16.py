@@ -157,7 +157,9 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     if arch.cc < sm80_w4a16.MIN_CC:
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
     fam = family(arch, config)
-    config = config or fam.choose(m)
+    if config is None:
+        config = fam.choose(m, n, torch.cuda.get_device_properties(device).multi_processor_count) \
+            if fam is sm90_w4a16 else fam.choose(m)
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "

@@ -25,14 +25,14 @@ CANDIDATES = {
 CANDIDATES[16] = CANDIDATES[1]
 CANDIDATES[2048] = [C(64, 128, 2, 4, 4), C(128, 128, 2, 4, 4)]
 WGMMA = {
-    1: [G(8, 2, 2, 8), G(8, 2, 2, 12), G(8, 2, 4, 6), G(8, 1, 4, 8), G(8, 2, 1, 12), G(8, 1, 2, 12)],
-    16: [G(16, 2, 2, 8), G(16, 2, 1, 12), G(16, 2, 4, 6)],
-    64: [G(64, 2, 1, 8), G(64, 2, 2, 6), G(64, 1, 2, 8), G(32, 2, 2, 8)],
-    256: [G(256, 2, 1, 5), G(128, 2, 1, 6), G(128, 2, 2, 4), G(64, 2, 2, 6)],
-    2048: [G(256, 2, 1, 5), G(256, 2, 1, 4), G(128, 2, 2, 4), G(128, 2, 1, 6)],
+    1: [G(8, 2, 2, 8), G(8, 4, 1, 8), G(8, 4, 1, 12), G(8, 3, 1, 10)],
+    16: [G(16, 2, 2, 8), G(16, 4, 1, 8), G(16, 4, 1, 12)],
+    64: [G(64, 2, 1, 8), G(64, 2, 2, 6), G(64, 2, 1, 10), G(32, 4, 1, 8)],
+    256: [G(128, 2, 1, 6), G(128, 2, 1, 9), G(256, 2, 1, 4), G(256, 2, 1, 5)],
+    2048: [G(256, 2, 1, 4), G(256, 2, 1, 5)],
 }
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
-    CANDIDATES = {m: WGMMA.get(m, []) + c for m, c in CANDIDATES.items()}
+    CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()

@@ -94,3 +94,19 @@ def test_prepare_round_trips_and_puts_each_nibble_in_its_fragment(dtype, k, n, g
                 nn = 16 * b + lane // 4 + 8 * (p % 2)
                 if kk < k and nn < n:
                     assert (word >> (4 * (p + 4 * h))) & 15 == int(q[kk, nn])
+
+
+def test_wgmma_family_choice_and_refusal():
+    from gn_mm import sm80_w4a16, sm90_w4a16, w4a16
+    from gn_mm.arch import Arch
+    from gn_mm.errors import ArchError
+
+    assert w4a16.family(Arch(90)) is sm90_w4a16 and w4a16.family(Arch(80)) is sm80_w4a16
+    assert w4a16.family(Arch(90), sm80_w4a16.choose(1)) is sm80_w4a16  # an explicit mma.sync config
+    with pytest.raises(ArchError, match="config: w4a16wg_8x256_c2_s8 is a wgmma"):
+        w4a16.family(Arch(89), sm90_w4a16.choose(1))
+    # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: 128-row tiles at
+    # N = 4096 (64 tiles), 256-row tiles at N = 14336 (112 tiles, not 224).
+    assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
+    assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
+    assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)

@@ -95,7 +95,9 @@ def test_split_k_is_deterministic_and_correct(splits, family, m):
         assert torch.equal(gn_mm.w4a16_mm(a, w, splits=splits, config=cfg), first)
 
 
-ALL_CONFIGS = [c for _, c in sm80_w4a16.CONFIGS] + [c for _, c in sm90_w4a16.CONFIGS]
+# Every config the heuristics can pick, and a 4-consumer wgmma tile (no register rebalancing).
+ALL_CONFIGS = [c for _, c in sm80_w4a16.CONFIGS] + list(dict.fromkeys(
+    c for _, cs in sm90_w4a16.CONFIGS for c in cs)) + [sm90_w4a16.Sm90W4A16Config(16, 4, 1, 8)]
 
 
 @pytest.mark.parametrize("config", ALL_CONFIGS, ids=lambda c: c.name)
