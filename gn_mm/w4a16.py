@@ -80,7 +80,19 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
       sm_90 only; K splits).
     out: optional contiguous [M, N] result tensor of a's dtype (a preallocated serving buffer).
     Errors name the argument (see `w4a16_can_implement`)."""
-    w = qweight
+    key = None
+    if type(qweight) is W4A16Weight and scales is None and qzeros is None and group_size is None \
+            and g_idx is None and out is None and type(a) is torch.Tensor:
+        # Serving loops repeat one signature: after one fully checked call, only what can change per call
+        # (the activation's address alignment, the current device) is looked at again.
+        key = (id(qweight), a.shape, a.stride(), a.dtype, a.device, config, splits,
+               None if bias is None else (bias.dtype, bias.shape, bias.device, bias.is_contiguous()))
+        hit = _fast.get(key)
+        if hit is not None and hit[0] is qweight and a.data_ptr() % 16 == 0 and hit[2] == runtime.current_device():
+            c = torch.empty((a.shape[0], qweight.n), dtype=qweight.dtype, device=a.device)
+            hit[1].launch(a, qweight, c, bias)
+            return c
+    w, a_given, bias_given = qweight, a, bias
     problems = can_implement(a, qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias, bias=bias,
                              g_idx=g_idx)
     if problems:
@@ -111,7 +123,15 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
         plan.launch(a, w, aligned, bias)
         return c.copy_(aligned)
     plan.launch(a, w, c, bias)
+    if key is not None and a is a_given and bias is bias_given:  # no copies were needed: a reusable signature
+        if len(_fast) >= 1024:
+            _fast.clear()
+        _fast[key] = (qweight, plan, runtime.current_device())
     return c
+
+
+_fast: dict = {}  # call signature -> (weight, plan, device index): the checked calls a serving loop repeats
+runtime.on_clear.append(_fast.clear)
 
 
 def _out(out, m: int, n: int, dtype, device) -> torch.Tensor:

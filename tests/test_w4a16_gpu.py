@@ -187,3 +187,21 @@ def test_cuda_graph_capture():
         graph.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, expected)
+
+
+def test_repeated_calls_take_the_fast_path_and_stay_right():
+    from gn_mm import w4a16
+
+    k, n, g, m = 256, 128, 64, 5
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.bfloat16)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    check(gn_mm.w4a16_mm(a, w), a, qweight, scales, qzeros, g)
+    assert any(v[0] is w for v in w4a16._fast.values()), "a checked call should be remembered"
+    a = torch.randn(m, k, device="cuda").bfloat16()  # the fast path, fresh data
+    check(gn_mm.w4a16_mm(a, w), a, qweight, scales, qzeros, g)
+    buf = torch.randn(m * k + 1, device="cuda").bfloat16()
+    shifted = buf[1:].view(m, k)  # same signature, rows 2 bytes off alignment: must leave the fast path
+    check(gn_mm.w4a16_mm(shifted, w), shifted, qweight, scales, qzeros, g)
+    with pytest.raises(gn_mm.UnsupportedError, match="a: dtype"):  # still checked after a fast call
+        gn_mm.w4a16_mm(a.half(), w)
