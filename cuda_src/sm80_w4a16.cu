@@ -26,6 +26,7 @@ constexpr int BLOCK_M = 16, BLOCK_N = 64, NUM_WARP_M = 1, NUM_WARP_N = 4, NUM_ST
 #include "ptx/copy.cuh"
 #include "ptx/mma.cuh"
 #include "ptx/store.cuh"
+#include "split_k.cuh"
 
 namespace w4a16 {
 
@@ -258,29 +259,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_w4a16
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (frag_row + i * 16 >= M) continue;
-        // Eight partials in flight at a time: a serial chain of L2 round trips would dominate decode.
-        float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-        for (int s0 = 0; s0 < (int)gridDim.y; s0 += 8) {
-          float4 v[8];
-#pragma unroll
-          for (int u = 0; u < 8; ++u) {
-            const int s = s0 + u;
-            v[u] = s == (int)blockIdx.y ? make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3])
-                   : s < (int)gridDim.y ? __ldcg(mine + ((i64)s * V + i * NT + j) * NUM_THREADS + tid)
-                                        : make_float4(0.f, 0.f, 0.f, 0.f);
-          }
-#pragma unroll
-          for (int u = 0; u < 8; ++u) {
-            sum.x += v[u].x;
-            sum.y += v[u].y;
-            sum.z += v[u].z;
-            sum.w += v[u].w;
-          }
-        }
-        acc[i][j][0] = sum.x;
-        acc[i][j][1] = sum.y;
-        acc[i][j][2] = sum.z;
-        acc[i][j][3] = sum.w;
+        sum_splits(acc[i][j], mine + (i * NT + j) * NUM_THREADS + tid, (i64)V * NUM_THREADS, gridDim.y, blockIdx.y);
       }
   }
 

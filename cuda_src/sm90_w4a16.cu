@@ -32,6 +32,7 @@ constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8;
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/store.cuh"
+#include "split_k.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
 
@@ -143,27 +144,7 @@ GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, 
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
-    float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-    for (int s0 = 0; s0 < splits; s0 += 8) {  // eight partials in flight: a serial L2 chain would dominate
-      float4 p[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int s = s0 + i;
-        p[i] = s == split ? make_float4(r[0], r[1], r[2], r[3])
-               : s < splits ? __ldcg(mine + ((i64)s * V + v) * 128 + t) : make_float4(0.f, 0.f, 0.f, 0.f);
-      }
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        sum.x += p[i].x;
-        sum.y += p[i].y;
-        sum.z += p[i].z;
-        sum.w += p[i].w;
-      }
-    }
-    r[0] = sum.x;
-    r[1] = sum.y;
-    r[2] = sum.z;
-    r[3] = sum.w;
+    sum_splits(r, mine + (i64)v * 128 + t, (i64)V * 128, splits, split);
   }
   return true;
 }

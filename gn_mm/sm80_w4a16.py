@@ -12,7 +12,7 @@ import torch
 from . import runtime
 from .arch import Arch
 from .runtime import KernelSpec
-from .w4a16_formats import HI_FACTOR, MAGIC_BITS, W4A16Weight
+from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm80_w4a16"
 # A, W, S, Z, bias, C, workspace, tickets; then M, N, K, lda, k_stages, groups, z_bits, has_bias.
@@ -156,12 +156,8 @@ class Plan:
             tk = tickets(a.device, self.tiles)
         else:
             ws = tk = c  # unused
-        # Both zero-point halves of int4_dequant.cuh's DqZeros: column g, then column 8 + g (16x for fp16).
-        magic = MAGIC_BITS[w.dtype]
-        z_bits = (magic + w.zp_bias) | (magic + HI_FACTOR[w.dtype] * w.zp_bias) << 16
-        z_bits -= (1 << 32) if z_bits >= 1 << 31 else 0  # as a 32-bit int
         runtime.launch(self.main, (self.tiles, self.splits, 1), (cfg.threads, 1, 1),
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
                         bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0) * 2,
-                        w.packed.shape[0], w.groups, z_bits, int(bias is not None)],
+                        w.packed.shape[0], w.groups, zero_bits(w), int(bias is not None)],
                        self.smem_bytes, KINDS)

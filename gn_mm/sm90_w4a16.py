@@ -13,7 +13,7 @@ from . import runtime, tma
 from .arch import Arch
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, kernel_group_size, nonempty_splits, tickets  # noqa: F401 (re-exported)
-from .w4a16_formats import HI_FACTOR, MAGIC_BITS, W4A16Weight
+from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm90_w4a16"
 # TMA maps of A, scales, zero points and C; then W, bias, workspace, tickets; then M, N, k_stages, strips,
@@ -118,14 +118,6 @@ def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16
     return KernelSpec.make(STEM, STEM, params, Arch(90, "a"), config.smem_bytes(group_size, has_zeros))
 
 
-def z_bits(w: W4A16Weight) -> int:
-    """Every column's zero-point pair when the weight has no zero points (the packed format's encoding), as
-    a signed 32-bit int."""
-    magic = MAGIC_BITS[w.dtype]
-    bits = (magic + w.zp_bias) | (magic + HI_FACTOR[w.dtype] * w.zp_bias) << 16
-    return bits - (1 << 32) if bits >= 1 << 31 else bits
-
-
 @dataclass(frozen=True)
 class Plan:
     config: Sm90W4A16Config
@@ -168,5 +160,5 @@ class Plan:
             ws = tk = c  # unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
-                        w.packed.shape[0], strips, self.splits, z_bits(w), int(bias is not None)],
+                        w.packed.shape[0], strips, self.splits, zero_bits(w), int(bias is not None)],
                        self.smem_bytes, KINDS)

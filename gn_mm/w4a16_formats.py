@@ -178,6 +178,13 @@ class W4A16Weight:
 HI_FACTOR = {torch.float16: 16, torch.bfloat16: 1}
 
 
+def zero_bits(w: "W4A16Weight") -> int:
+    """Every column's zero-point pair as the packed format encodes it (MAGIC + zp_bias, the second 16x for
+    fp16), for a weight without zero points; a signed 32-bit int, as the kernels take it."""
+    bits = (MAGIC_BITS[w.dtype] + w.zp_bias) | (MAGIC_BITS[w.dtype] + HI_FACTOR[w.dtype] * w.zp_bias) << 16
+    return bits - (1 << 32) if bits >= 1 << 31 else bits
+
+
 def _columns_to_strips(x: torch.Tensor, n: int) -> torch.Tensor:
     """[rows, N] -> [ceil(N/16), rows, 16]: column 16b + i at (b, row, i); padded columns are 0."""
     strips = -(-n // 16)
