@@ -259,7 +259,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_w4a16
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         if (frag_row + i * 16 >= M) continue;
-        sum_splits(acc[i][j], mine + (i * NT + j) * NUM_THREADS + tid, (i64)V * NUM_THREADS, gridDim.y, blockIdx.y);
+        sum_splits(acc[i][j], mine + (i * NT + j) * NUM_THREADS + tid, (i64)V * NUM_THREADS, gridDim.y, blockIdx.y,
+                   gridDim.y);
       }
   }
 

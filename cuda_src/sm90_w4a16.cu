@@ -8,17 +8,20 @@
 //
 // The packed weight (gn_mm/w4a16_formats.py, `prepare`) holds per lane and 16-column strip the m16n8k16 B
 // fragments of W, which are the m16k16 A fragments of W^T in another order: registers {r0, r2, r1, r3} of
-// DqScaled::word. Scales multiply in before the MMA (w rounded once to 16 bits, as an fp16 GEMM on the
-// dequantised weight would have it): a per-group accumulator of a whole wgmma tile would not fit.
+// DqZeros::word / DqScaled::word. Small tiles (FOLD) give the tensor cores exact (q - zero) and scale each
+// stage's sums in fp32 as they retire: no multiply per weight (decode is bound by instructions per weight) and
+// no rounding of w. Larger tiles cannot hold a second accumulator set: there the scales multiply in before the
+// MMA (w rounded once to 16 bits, as an fp16 GEMM on the dequantised weight would have it).
 //
 // Warp specialisation in a persistent CTA: warpgroup 0 produces (one thread: TMA for activations, scales and
 // zero points, a bulk copy for the weight strips, into a NUM_STAGES ring guarded by full / empty mbarriers);
 // consumer warpgroups each own ROW_BLOCKS x 64 columns of the tile: per stage they dequantise their words
 // into one of two register sets and issue the stage's wgmmas, so the previous stage's wgmmas run while the
 // next is dequantised. Epilogue: stmatrix.trans turns the transposed accumulators into [M rows][64 columns]
-// 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M (too few tiles for the SMs) splits K:
-// each consumer publishes its sums to a workspace and the last split of a tile (an atomic ticket) adds them
-// in split order (deterministic) and stores: one launch.
+// 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M (too few tiles for the SMs) runs
+// stream-K: every CTA streams an equal share of all (tile, K stage) iterations; the parts of a tile that
+// several CTAs summed meet in a workspace, where the last to arrive (an atomic ticket) adds them in part order
+// (deterministic) and stores: one launch.
 
 // Header section: editor defaults, replaced by codegen/sm90_w4a16.j2.
 #include "common.cuh"
@@ -58,22 +61,39 @@ constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
+// Per-stage fp32 scaling (see the top): a stage spans one group (G = 32 would need two accumulator sets per
+// stage), and two stage accumulator sets beside the tile's sums fit up to the m64n32 instruction.
+constexpr bool FOLD = GROUP_SIZE != 32 && BLOCK_M <= 32;
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
 static_assert(BLOCK_M < 64 || BLOCK_M % 64 == 0, "BLOCK_M past 64 must be a multiple of 64 (output chunks)");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "1 to 4 consumer warpgroups");
 static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
 
-// Unit u of the persistent sweep -> (tile_m, tile_n, K stages): tiles of one column block are consecutive
-// units, so the CTAs that run together share weight tiles (and all of A when it fits in L2).
+// A CTA's segments of the flattened (tile, K stage) space, tile-major (tiles of one column block are
+// consecutive, so CTAs that run together share weight tiles and, when it fits in L2, all of A).
+// Data-parallel (stream 0): whole tiles b, b + G, ... of the G CTAs. Stream-K (stream 1, when there are fewer
+// tiles than SMs): CTA b takes the stage iterations [b T / G, (b + 1) T / G) of all T = tiles x k_stages, so
+// every CTA streams the same amount of weight; a tile is then summed in `parts` pieces by consecutive CTAs
+// (`split`: this CTA's rank among them), which the last to finish adds up.
 struct Work {
-  int grid_m, tiles, units, splits, per_split, k_stages;
-  GN_DEVICE void unit(int u, int& tm, int& tn, int& kt0, int& k_tiles) const {
-    const int tile = u % tiles;
+  int grid_m, tiles, k_stages, stream;
+  u32 total;  // stream-K: tiles x k_stages, with total x gridDim.x < 2^32 (the host checks)
+  // Position x: a tile (data-parallel) or a stage iteration (stream-K).
+  GN_DEVICE int start(int b) const { return stream ? (int)((u32)b * total / gridDim.x) : b; }
+  GN_DEVICE int end() const { return stream ? start(blockIdx.x + 1) : tiles; }
+  GN_DEVICE int next(int x, int k_tiles) const { return stream ? x + k_tiles : x + gridDim.x; }
+  GN_DEVICE int owner(int x) const { return (int)(((u32)(x + 1) * gridDim.x - 1) / total); }  // x's CTA
+  GN_DEVICE void segment(int x, int end, int& tile, int& tm, int& tn, int& kt0, int& k_tiles, int& split,
+                         int& parts) const {
+    tile = stream ? x / k_stages : x;
+    kt0 = stream ? x % k_stages : 0;
+    k_tiles = stream ? gn_min(k_stages - kt0, end - x) : k_stages;
     tm = tile % grid_m;
     tn = tile / grid_m;
-    kt0 = (u / tiles) * per_split;  // the host makes every split non-empty
-    k_tiles = gn_min(per_split, k_stages - kt0);
+    const int first = tile * k_stages;
+    split = stream ? (int)blockIdx.x - owner(first) : 0;
+    parts = stream ? owner(first + k_stages - 1) - owner(first) + 1 : 1;
   }
 };
 
@@ -83,10 +103,12 @@ GN_DEVICE int stage_group(int kt) {
   return kt * 64 / GROUP_SIZE;
 }
 
-// A consumer's weights of one stage -> registers a[rb][step] (the A fragments of W^T), then the stage's wgmmas.
-// `first`: the unit's first stage (scale-d 0: D = A*B, no zeroing).
-GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLOCKS][4][4], const u8* stage,
-                         u32 stage_addr, int c, int warp, int lane, u32 z_bits, bool first) {
+// A consumer's weights of one stage -> registers a[rb][step] (the A fragments of W^T), then the stage's wgmmas
+// into d (desc: the stage's activation tile; the address field, bytes / 16, advances by plain addition). `first`: scale-d 0 (D = A*B, no zeroing) on the first step. FOLD: a holds exact (q - zero) and sc
+// gets the scales of this lane's rows g and g + 8 of each row block (fp16's second pair is 16 (q - zero)).
+GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLOCKS][4][4],
+                         float (&sc)[ROW_BLOCKS][2], const u8* stage, u64 desc, int c, int warp, int lane,
+                         u32 z_bits, bool first) {
   const int g = lane / 4;
   const u8* wt = stage + A_TILE;
   const u8* st = wt + W_TILE;
@@ -95,17 +117,28 @@ GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLO
     const int strip = (c * ROW_BLOCKS + rb) * 4 + warp;  // warp w of the warpgroup owns rows 16w..16w+15
     const uint4 wv = *(const uint4*)(wt + (strip * 32 + lane) * 16);
     DqScaled dq[GPS];
+    DqZeros dz;
 #pragma unroll
     for (int q = 0; q < GPS; ++q) {
       const u8* s = st + (strip * GPS + q) * 32;
       const u32 z2 = GN_HAS_ZEROS ? *(const u32*)(s + S_TILE + g * 4) : z_bits;
-      dq[q].set(z2, *(const u16*)(s + g * 2), *(const u16*)(s + 16 + g * 2));
+      const u16 s_lo = *(const u16*)(s + g * 2), s_hi = *(const u16*)(s + 16 + g * 2);
+      if constexpr (FOLD) {
+        dz.set(z2);
+        sc[rb][0] = to_float<OUT>(s_lo);
+        sc[rb][1] = to_float<OUT>(s_hi) * DQ_HI;
+      } else {
+        dq[q].set(z2, s_lo, s_hi);
+      }
     }
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
       const u32 w = step == 0 ? wv.x : step == 1 ? wv.y : step == 2 ? wv.z : wv.w;
       u32 r[4];
-      dq[GPS == 2 ? step / 2 : 0].word(w, r);
+      if constexpr (FOLD)
+        dz.word(w, r);
+      else
+        dq[GPS == 2 ? step / 2 : 0].word(w, r);
       a[rb][step][0] = r[0];  // rows g, k 0-1 of the step
       a[rb][step][1] = r[2];  // rows g + 8, k 0-1
       a[rb][step][2] = r[1];  // rows g, k 8-9
@@ -117,15 +150,27 @@ GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLO
   for (int step = 0; step < 4; ++step)
 #pragma unroll
     for (int rb = 0; rb < ROW_BLOCKS; ++rb)
-      GN_WGMMA_RA(d[rb], a[rb][step], wgmma_desc_k128(stage_addr + 32 * step), (first && step == 0) ? 0 : 1);
+      GN_WGMMA_RA(d[rb], a[rb][step], desc + 2 * step, (first && step == 0) ? 0 : 1);  // + 32 bytes of K
   wgmma_commit();
 }
 
-// Split-K: publish this consumer's sums of split `split`; the last split of the tile to arrive gets every
-// split's sums added in split order (returns true and leaves them in d), the others return false.
-GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, int* ticket, int splits, int split,
-                             int c, int t, volatile int* flag) {
-  float4* mine = ws;  // [split][V][128 threads]
+// FOLD: a retired stage's sums e, scaled per row, into the tile's sums d. Accumulator j holds row g (j % 4 < 2)
+// or g + 8 of its row block.
+GN_DEVICE void fold(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float (&e)[ROW_BLOCKS][GN_WGMMA_REGS],
+                    const float (&sc)[ROW_BLOCKS][2]) {
+#pragma unroll
+  for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
+    GN_WGMMA_TOUCH(e[rb]);  // read only after the wait that retired them
+#pragma unroll
+    for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] += e[rb][j] * sc[rb][(j / 2) % 2];
+  }
+}
+
+// Stream-K fix-up: publish this consumer's sums of part `split`; the last of the tile's `parts` to arrive gets
+// every part added in part order (returns true and leaves them in d), the others return false.
+GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, int* ticket, int parts, int split,
+                             int max_parts, int c, int t, volatile int* flag) {
+  float4* mine = ws;  // [part][V][128 threads]
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
@@ -134,7 +179,7 @@ GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, 
   __threadfence();
   named_barrier(1 + c, 128);
   if (t == 0) {
-    const int last = atomicAdd(ticket, 1) == splits - 1;
+    const int last = atomicAdd(ticket, 1) == parts - 1;
     if (last) *ticket = 0;  // ready for the next launch
     *flag = last;
   }
@@ -144,7 +189,7 @@ GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, 
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
-    sum_splits(r, mine + (i64)v * 128 + t, (i64)V * 128, splits, split);
+    sum_splits(r, mine + (i64)v * 128 + t, (i64)V * 128, parts, split, max_parts);
   }
   return true;
 }
@@ -198,14 +243,15 @@ using namespace w4a16_sm90;
 // map_a: activations as bytes [M, K * 2] (boxes of 128 bytes x BLOCK_M rows, 128-byte swizzle); map_s / map_z:
 // scales / zero points as bytes [N / 16 strips, groups * 32] (boxes of GPS * 32 bytes x STRIPS rows, no
 // swizzle); map_c: C as bytes [M, N * 2] (boxes of 128 bytes x CHUNK_ROWS rows, 128-byte swizzle). W: the packed
-// weight [k_stages][strips][512 bytes]. bias: [N] (has_bias). ws / tickets: split-K workspace and per-(tile,
-// consumer) counters (zero between launches: the last split resets its counter). z_bits: the zero-point pair
+// weight [k_stages][strips][512 bytes]. bias: [N] (has_bias). stream: stream-K (Work); ws / tickets: its
+// workspace (max_parts slots per tile and consumer) and per-(tile, consumer) counters (zero between launches:
+// the last part resets its counter). z_bits: the zero-point pair
 // of every column when there are no zero points (MAGIC + zp_bias, as in the packed format).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_s,
     const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
     const u16* __restrict__ bias, float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages,
-    int strips, int splits, int z_bits, int has_bias) {
+    int strips, int stream, int max_parts, int z_bits, int has_bias) {
   extern __shared__ u8 smem_raw[];
   __shared__ int flags[CONSUMERS];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
@@ -226,8 +272,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
   __syncthreads();
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
-  const int per_split = (k_stages + splits - 1) / splits;
-  const Work w{grid_m, grid_m * grid_n, grid_m * grid_n * splits, splits, per_split, k_stages};
+  const Work w{grid_m, grid_m * grid_n, k_stages, stream, (u32)(grid_m * grid_n * k_stages)};
 
   if (wg == 0) {  // producer
     if constexpr (REBALANCE) setmaxnreg_dec<PRODUCER_REGS>();
@@ -236,9 +281,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       tma_prefetch_desc(&map_s);
       if (GN_HAS_ZEROS) tma_prefetch_desc(&map_z);
       int it = 0;  // stages issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
-      for (int u = blockIdx.x; u < w.units; u += gridDim.x) {
-        int tm, tn, kt0, k_tiles;
-        w.unit(u, tm, tn, kt0, k_tiles);
+      const int end = w.end();
+      for (int x = w.start(blockIdx.x); x < end;) {
+        int tile, tm, tn, kt0, k_tiles, split, parts;
+        w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
+        x = w.next(x, k_tiles);
         const int strips_here = gn_min(STRIPS, strips - tn * STRIPS);
         const u32 bytes = A_TILE + strips_here * 512 + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
@@ -258,41 +305,69 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     if constexpr (REBALANCE) setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = t / 32, lane = t % 32;
     const u32 cbuf = cbuf0 + c * 2 * CHUNK_SLOT;
-    float d[ROW_BLOCKS][GN_WGMMA_REGS];
+    float d[ROW_BLOCKS][GN_WGMMA_REGS];  // the tile's sums
+    float e0[ROW_BLOCKS][GN_WGMMA_REGS], e1[ROW_BLOCKS][GN_WGMMA_REGS], sc0[ROW_BLOCKS][2], sc1[ROW_BLOCKS][2];
     u32 a0[ROW_BLOCKS][4][4], a1[ROW_BLOCKS][4][4];  // two register sets: one is read by running wgmmas
     int it = 0, chunk = 0;
+    const u64 desc0 = wgmma_desc_k128(smem0);
     // Stage kt's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
-    // Even and odd stages therefore fill different registers (a0, a1), in separate code (an if / else on the
-    // parity let the compiler merge both into one set), and a stage's wait<1> retires the other set's group.
-    // (ptxas checks this and serialises every wgmma, warning C7513, when some path breaks it.)
-    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4]) {
+    // Even and odd stages therefore fill different registers (a0, a1; with FOLD also e0, e1), in separate code
+    // (an if / else on the parity let the compiler merge both into one set), and a stage's wait<1> retires the
+    // other set's group. (ptxas checks this and serialises every wgmma, warning C7513, when some path breaks it.)
+    // FOLD: each stage sums into its own set, folded into d once retired; otherwise every stage sums into d.
+    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4], float (&e)[ROW_BLOCKS][GN_WGMMA_REGS],
+                    float (&sc)[ROW_BLOCKS][2], float (&e_prev)[ROW_BLOCKS][GN_WGMMA_REGS],
+                    const float (&sc_prev)[ROW_BLOCKS][2]) {
       const int s = it % NUM_STAGES;
       mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
-      stage_mma(d, a, smem + s * STAGE_BYTES, smem0 + s * STAGE_BYTES, c, warp, lane, (u32)z_bits, kt == 0);
+      stage_mma(FOLD ? e : d, a, sc, smem + s * STAGE_BYTES, desc0 + s * (STAGE_BYTES / 16), c, warp, lane,
+                (u32)z_bits, FOLD || kt == 0);
       wgmma_wait<1>();  // the previous stage's wgmmas are done with its slot and registers
-      if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      if (kt > 0) {
+        if constexpr (FOLD) fold(d, e_prev, sc_prev);
+        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      }
       ++it;
     };
-    for (int u = blockIdx.x; u < w.units; u += gridDim.x) {
-      int tm, tn, kt0, k_tiles;
-      w.unit(u, tm, tn, kt0, k_tiles);
+    const int end = w.end();
+    for (int x = w.start(blockIdx.x); x < end;) {
+      int tile, tm, tn, kt0, k_tiles, split, parts;
+      w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
+      if constexpr (FOLD)
+#pragma unroll
+        for (int rb = 0; rb < ROW_BLOCKS; ++rb)
+#pragma unroll
+          for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] = 0.f;
       // Pairs, then an even tail: on every path, a set is rewritten only after the wait that retired its
       // group (a loop that could skip its odd step would, to ptxas, reach a0 with a0's group in flight).
       int kt = 0;
 #pragma unroll 1
       for (; kt + 1 < k_tiles; kt += 2) {
-        step(kt, a0);
-        step(kt + 1, a1);
+        step(kt, a0, e0, sc0, e1, sc1);
+        step(kt + 1, a1, e1, sc1, e0, sc0);
       }
-      if (kt < k_tiles) step(kt, a0);
-      wgmma_wait<0>();
+      // (The shapes of these branches are what keeps ptxas from serialising: a FOLD tail with one wait and a
+      // conditional fold, or a plain tail with a wait in each branch, made it do so.)
+      if constexpr (FOLD) {
+        if (kt < k_tiles) {
+          step(kt, a0, e0, sc0, e1, sc1);
+          wgmma_wait<0>();
+          fold(d, e0, sc0);
+        } else {
+          wgmma_wait<0>();
+          fold(d, e1, sc1);
+        }
+      } else {
+        if (kt < k_tiles) step(kt, a0, e0, sc0, e1, sc1);
+        wgmma_wait<0>();
+      }
 #pragma unroll
       for (int rb = 0; rb < ROW_BLOCKS; ++rb) GN_WGMMA_TOUCH(d[rb]);
       if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
-      const int tile = u % w.tiles;
-      if (splits > 1 &&
-          !reduce_splits(d, ws + (i64)(tile * CONSUMERS + c) * splits * V * 128, tickets + tile * CONSUMERS + c,
-                         splits, u / w.tiles, c, t, flags + c))
+      x = w.next(x, k_tiles);
+      if (parts > 1 &&
+          !reduce_splits(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
+                         tickets + tile * CONSUMERS + c, parts, split, max_parts, c, t, flags + c))
         continue;
       store_tile(d, &map_c, bias, cbuf, c, t, tm * BLOCK_M, tn * BLOCK_N, N, has_bias, chunk);
     }

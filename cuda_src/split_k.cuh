@@ -5,10 +5,11 @@
 
 // r[0..3] = the sum of the `splits` partials of one float4 of accumulators: split s's sits at part[s * stride]
 // (in L2, written with __stcg), except this split's own (`own`), which r holds on entry. Eight loads stay in
-// flight at a time: a serial chain of L2 round trips would dominate decode.
-GN_DEVICE void sum_splits(float* r, const float4* part, i64 stride, int splits, int own) {
+// flight at a time: a serial chain of L2 round trips would dominate decode. `bound`: a launch-wide upper bound
+// of `splits` (a kernel parameter): a loop bounded by it keeps register-tight kernels from spilling.
+GN_DEVICE void sum_splits(float* r, const float4* part, i64 stride, int splits, int own, int bound) {
   float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = 0; s0 < splits; s0 += 8) {
+  for (int s0 = 0; s0 < bound; s0 += 8) {
     float4 p[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) {

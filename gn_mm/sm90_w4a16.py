@@ -12,13 +12,13 @@ import torch
 from . import runtime, tma
 from .arch import Arch
 from .runtime import KernelSpec
-from .sm80_w4a16 import ACT_KIND, kernel_group_size, nonempty_splits, tickets  # noqa: F401 (re-exported)
+from .sm80_w4a16 import ACT_KIND, kernel_group_size, tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm90_w4a16"
 # TMA maps of A, scales, zero points and C; then W, bias, workspace, tickets; then M, N, k_stages, strips,
-# splits, z_bits, has_bias.
-KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 7
+# stream, max_parts, z_bits, has_bias.
+KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 8
 INSTR = {torch.float16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
          torch.bfloat16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"}
 MIN_STAGES_PER_SPLIT = 2
@@ -89,15 +89,59 @@ def choose(m: int, n: int = 0, sm_count: int = 132) -> Sm90W4A16Config:
     return min(candidates, key=lambda c: -(-(-(-m // c.block_m) * -(-n // c.block_n)) // sm_count))
 
 
-def splits_for(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> int:
-    """K splits so that the tiles fill the SMs (one persistent CTA each): the fewest waves x (stages per
-    split + a fixed cost of ~3 stage-times for the pipeline fill and the split-K fix-up)."""
+def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
+    """CTA b's work as the kernel's `Work` walks it: (tile, first K stage, K stages, part, parts) per segment.
+    Data-parallel: whole tiles b, b + grid, ...; stream-K: the stage iterations [b T / grid, (b + 1) T / grid)
+    of all T = tiles x k_stages, a tile's parts being the consecutive CTAs that share it."""
+    total = tiles * k_stages
+    owner = lambda x: ((x + 1) * grid - 1) // total  # noqa: E731 (the CTA whose range holds iteration x)
+    x, end = (b * total // grid, (b + 1) * total // grid) if stream else (b * k_stages, total)
+    while x < end:
+        tile, kt0 = divmod(x, k_stages)
+        k_tiles = min(k_stages - kt0, end - x)
+        first = owner(tile * k_stages)
+        yield (tile, kt0, k_tiles, b - first, owner(tile * k_stages + k_stages - 1) - first + 1) if stream \
+            else (tile, kt0, k_tiles, 0, 1)
+        x = x + k_tiles if stream else x + grid * k_stages
+
+
+FILL, FIXUP = 3, 4  # stage-times: a CTA's pipeline fill and epilogue; one stream-K fix-up (publish or add up)
+# Tiles up to this many outputs (M <= 16 decode) may take equal stream-K shares that straddle tiles; larger ones
+# measured 5-50% slower that way than with whole tiles or aligned K splits (benchmarks/results/
+# w4a16_schedule_h200.json), so they split K only into equal aligned pieces.
+STRADDLE_MAX = 16 * 256
+
+
+def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
+    """CTA b's time in stage-times: its stages, the fill, and a fix-up per segment that shares its tile."""
+    return FILL + sum(k + (FIXUP if parts > 1 else 0) for _, _, k, _, parts in segments(b, grid, tiles, k_stages,
+                                                                                            stream))
+
+
+def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
+             splits: int | None = None) -> tuple[int, bool]:
+    """(grid, stream). Enough tiles for the SMs: data-parallel persistent CTAs over whole tiles. Fewer: of the
+    stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles: tiles x s CTAs with
+    s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
+    tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). `splits`
+    overrides: 1 whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per stage)."""
     tiles = -(-m // config.block_m) * -(-n // config.block_n)
-
-    def cost(s: int) -> tuple:
-        return -(-tiles * s // sm_count) * (-(-k_stages // s) + 3), s
-
-    return nonempty_splits(min(range(1, max(1, k_stages // MIN_STAGES_PER_SPLIT) + 1), key=cost), k_stages)
+    total = tiles * k_stages
+    if splits is None:
+        straddle = config.block_m * config.block_n <= STRADDLE_MAX
+        grids = [tiles * s for s in range(2, k_stages // MIN_STAGES_PER_SPLIT + 1)
+                 if tiles * s <= sm_count and (straddle or k_stages % s == 0)]
+        if straddle and tiles < sm_count:
+            grids.append(min(sm_count, total // MIN_STAGES_PER_SPLIT))
+        best = (-(-tiles // sm_count) * (k_stages + FILL), min(tiles, sm_count), False)  # whole tiles
+        for g in grids:
+            if g > tiles:
+                cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
+                best = min(best, (cost, g, True))
+        return best[1], best[2]
+    if splits == 1:
+        return min(tiles, sm_count), False
+    return min(tiles * splits, sm_count, total), True
 
 
 def compile_matrix(all_configs: bool = False):
@@ -121,8 +165,9 @@ def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16
 @dataclass(frozen=True)
 class Plan:
     config: Sm90W4A16Config
-    splits: int
     grid: int
+    stream: bool
+    max_parts: int   # the most CTAs that share a tile (stream-K workspace slots per tile)
     tiles: int
     smem_bytes: int
     main: object
@@ -130,14 +175,14 @@ class Plan:
     @classmethod
     def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, k_stages: int,
              config: Sm90W4A16Config, splits: int | None, arch: Arch, device) -> "Plan":
-        """As sm80_w4a16.Plan.make (arch: sm_90, checked by the caller)."""
+        """As sm80_w4a16.Plan.make (arch: sm_90, checked by the caller); splits: see `schedule`."""
         s = spec(dtype, group_size, has_zeros, config)
         main = runtime.kernel(s, device)
         sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-        if splits is None:
-            splits = splits_for(config, m, n, k_stages, sm_count)
+        grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
         tiles = -(-m // config.block_m) * -(-n // config.block_n)
-        return cls(config, splits, min(tiles * splits, sm_count), tiles, s.smem_bytes, main)
+        parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
+        return cls(config, grid, stream, parts, tiles, s.smem_bytes, main)
 
     def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
         """a: [M, K] with 16-byte aligned rows and start, c: [M, N] contiguous and 16-byte aligned, bias: [N]
@@ -152,13 +197,14 @@ class Plan:
             w.zeros.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "zeros", box_bytes=32 * gps,
             swizzle=False)
         map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, min(cfg.block_m, 64), "out")
-        if self.splits > 1:
-            ws = torch.empty(self.tiles * self.splits * cfg.block_m * cfg.block_n, dtype=torch.float32,
+        if self.max_parts > 1:
+            ws = torch.empty(self.tiles * self.max_parts * cfg.block_m * cfg.block_n, dtype=torch.float32,
                              device=a.device)
             tk = tickets(a.device, self.tiles * cfg.consumers)
         else:
             ws = tk = c  # unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
-                        w.packed.shape[0], strips, self.splits, zero_bits(w), int(bias is not None)],
+                        w.packed.shape[0], strips, int(self.stream), self.max_parts, zero_bits(w),
+                        int(bias is not None)],
                        self.smem_bytes, KINDS)

@@ -1,7 +1,9 @@
-"""Time every candidate W4A16 config (heuristic splits) per M and (K, N): CUDA-graph GPU time, inputs past L2.
-Candidates of both kernels: mma.sync (w4a16_...) and, on sm_90, wgmma (w4a16wg_...).
+"""Time every candidate W4A16 config per M and (K, N): CUDA-graph GPU time, inputs past L2.
+Candidates of both kernels: mma.sync (w4a16_...) and, on sm_90, wgmma (w4a16wg_...). --splits times each
+config under the heuristic's K splitting (h) and under overrides (wgmma: 1 whole tiles, s > 1 stream-K over
+tiles x s CTAs, at most one per SM); --heuristic-config times only the config the heuristic picks.
 
-    python scripts/tune_w4a16.py --out tune_w4a16.json [--ms 1,16,64,256,2048]
+    python scripts/tune_w4a16.py --out tune_w4a16.json [--ms 1,16,64,256,2048] [--splits h,1,2,4,8]
 """
 
 import argparse
@@ -10,6 +12,7 @@ import json
 import torch
 
 from gn_mm import W4A16Config
+from gn_mm import sm90_w4a16
 from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
 from gn_mm.bench_w4a16 import SHAPES, _graph_time, _weights
 from gn_mm.timing import rotation_sets
@@ -38,7 +41,11 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="tune_w4a16.json")
     p.add_argument("--ms", default="1,16,64,256,2048")
+    p.add_argument("--splits", default="h")
+    p.add_argument("--heuristic-config", action="store_true")
     args = p.parse_args()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    splits = [None if s == "h" else int(s) for s in args.splits.split(",")]
     rows = []
     for k, n in SHAPES:
         w_bytes = k * n // 2
@@ -46,11 +53,20 @@ if __name__ == "__main__":
         for m in map(int, args.ms.split(",")):
             acts = [torch.randn(m, k, device="cuda").bfloat16() for _ in weights]
             line = []
-            for cfg in CANDIDATES[m]:
-                t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg), len(weights), 20)
-                us = t["median_ms"] * 1e3
-                rows.append({"k": k, "n": n, "m": m, "config": cfg.name, "us": us})
-                line.append(f"{cfg.name}={us:.1f}")
+            configs = [sm90_w4a16.choose(m, n, sms)] if args.heuristic_config else CANDIDATES[m]
+            for cfg in configs:
+                for sp in splits:
+                    if sp is not None and sp > k // 64:
+                        continue
+                    t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
+                                    len(weights), 20)
+                    us = t["median_ms"] * 1e3
+                    grid = stream = None
+                    if isinstance(cfg, G):
+                        grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64, sms, sp)
+                    rows.append({"k": k, "n": n, "m": m, "config": cfg.name, "splits": sp, "grid": grid,
+                                 "stream": stream, "us": us})
+                    line.append(f"{cfg.name}/{'h' if sp is None else sp}(grid {grid})={us:.1f}")
             print(f"{k}x{n} M={m}: " + "  ".join(line), flush=True)
         del weights
         torch.cuda.empty_cache()

@@ -110,3 +110,43 @@ def test_wgmma_family_choice_and_refusal():
     assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
     assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
+
+
+@pytest.mark.parametrize("tiles,k_stages,grid,stream", [
+    (112, 128, 132, True), (16, 64, 132, True), (1, 9, 7, True), (2, 9, 14, True), (3, 2, 5, True),
+    (224, 128, 132, False), (5, 7, 5, False)])
+def test_wgmma_w4a16_work_covers_every_stage_once(tiles, k_stages, grid, stream):
+    """The kernel's Work (mirrored by sm90_w4a16.segments): every (tile, K stage) iteration belongs to exactly
+    one CTA; a tile's parts are numbered 0..parts-1 by consecutive CTAs; stream-K shares stages evenly."""
+    from gn_mm import sm90_w4a16
+
+    seen, parts_of, load = {}, {}, []
+    for b in range(grid):
+        load.append(0)
+        for tile, kt0, k_tiles, part, parts in sm90_w4a16.segments(b, grid, tiles, k_stages, stream):
+            assert k_tiles >= 1 and kt0 + k_tiles <= k_stages and 0 <= part < parts
+            for kt in range(kt0, kt0 + k_tiles):
+                assert (tile, kt) not in seen
+                seen[tile, kt] = b
+            parts_of.setdefault(tile, {})[part] = (b, parts)
+            load[-1] += k_tiles
+    assert len(seen) == tiles * k_stages
+    for tile, ps in parts_of.items():
+        (count,) = {p for _, p in ps.values()}
+        assert sorted(ps) == list(range(count))
+        assert [b for b, _ in (ps[i] for i in range(count))] == list(range(ps[0][0], ps[0][0] + count))
+    if stream:
+        assert max(load) - min(load) <= 1
+
+
+def test_wgmma_w4a16_schedule():
+    from gn_mm import sm90_w4a16
+
+    C = sm90_w4a16.Sm90W4A16Config
+    # Decode at 8192 x 28672: 112 tiles of 256 columns leave 20 of 132 SMs idle as whole tiles: stream-K.
+    assert sm90_w4a16.schedule(C(8, 2, 2, 8), 1, 28672, 128, 132) == (132, True)
+    # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
+    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
+    # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
+    assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
+    assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
