@@ -139,9 +139,10 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
         return best[1], best[2]
-    if splits == 1:
+    grid = min(tiles * splits, sm_count, total)
+    if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit
         return min(tiles, sm_count), False
-    return min(tiles * splits, sm_count, total), True
+    return grid, True
 
 
 def compile_matrix(all_configs: bool = False):

@@ -77,7 +77,7 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
     g_idx: act-order (desc_act) checkpoints are not supported: passing one raises with that explanation.
     bias: [N] in a's dtype. config / splits: override the heuristic (a config or its name: W4A16Config
       "w4a16_..." for the mma.sync kernel, any sm_80+; Sm90W4A16Config "w4a16wg_..." for the wgmma kernel,
-      sm_90 only; K splits).
+      sm_90 only; splits: mma.sync K splits; wgmma 1 = whole tiles, s > 1 = stream-K over tiles x s CTAs).
     out: optional contiguous [M, N] result tensor of a's dtype (a preallocated serving buffer).
     Errors name the argument (see `w4a16_can_implement`)."""
     key = None

@@ -150,3 +150,5 @@ def test_wgmma_w4a16_schedule():
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
+    # Stream-K positions are 32-bit in the kernel: a problem too large for them runs whole tiles.
+    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 1 << 20, 28672, 128, 132, splits=2) == (132, False)
