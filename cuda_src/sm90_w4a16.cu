@@ -168,7 +168,7 @@ GN_DEVICE void fold(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float (&e)[ROW_BLOCKS
 
 // Stream-K fix-up: publish this consumer's sums of part `split`; the last of the tile's `parts` to arrive gets
 // every part added in part order (returns true and leaves them in d), the others return false.
-GN_DEVICE bool reduce_splits(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, int* ticket, int parts, int split,
+GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, int* ticket, int parts, int split,
                              int max_parts, int c, int t, volatile int* flag) {
   float4* mine = ws;  // [part][V][128 threads]
 #pragma unroll
@@ -366,7 +366,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
       x = w.next(x, k_tiles);
       if (parts > 1 &&
-          !reduce_splits(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
+          !reduce_parts(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
                          tickets + tile * CONSUMERS + c, parts, split, max_parts, c, t, flags + c))
         continue;
       store_tile(d, &map_c, bias, cbuf, c, t, tm * BLOCK_M, tn * BLOCK_N, N, has_bias, chunk);

@@ -48,6 +48,9 @@ class Sm90W4A16Config:
         bm, bn, cons, stages = (int(x) for x in m.groups())
         return cls(bm, cons, bn // (64 * cons), stages)
 
+    def tiles(self, m: int, n: int) -> int:
+        return -(-m // self.block_m) * -(-n // self.block_n)
+
     @property
     def threads(self) -> int:
         return 128 * (1 + self.consumers)
@@ -86,7 +89,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132) -> Sm90W4A16Config:
     """The config for M's class: of its candidates, the one whose tiles need the fewest rounds of the SMs
     (a CTA that takes a second tile costs a whole second pass), the first on a tie."""
     candidates = next(c for limit, c in CONFIGS if m <= limit)
-    return min(candidates, key=lambda c: -(-(-(-m // c.block_m) * -(-n // c.block_n)) // sm_count))
+    return min(candidates, key=lambda c: -(-c.tiles(m, n) // sm_count))
 
 
 def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
@@ -125,15 +128,16 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
     s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
     tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). `splits`
     overrides: 1 whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per stage)."""
-    tiles = -(-m // config.block_m) * -(-n // config.block_n)
+    tiles = config.tiles(m, n)
     total = tiles * k_stages
+    whole = (min(tiles, sm_count), False)  # data-parallel over whole tiles
     if splits is None:
         straddle = config.block_m * config.block_n <= STRADDLE_MAX
         grids = [tiles * s for s in range(2, k_stages // MIN_STAGES_PER_SPLIT + 1)
                  if tiles * s <= sm_count and (straddle or k_stages % s == 0)]
         if straddle and tiles < sm_count:
             grids.append(min(sm_count, total // MIN_STAGES_PER_SPLIT))
-        best = (-(-tiles // sm_count) * (k_stages + FILL), min(tiles, sm_count), False)  # whole tiles
+        best = (-(-tiles // sm_count) * (k_stages + FILL), *whole)
         for g in grids:
             if g > tiles:
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
@@ -141,7 +145,7 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
         return best[1], best[2]
     grid = min(tiles * splits, sm_count, total)
     if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit
-        return min(tiles, sm_count), False
+        return whole
     return grid, True
 
 
@@ -181,7 +185,7 @@ class Plan:
         main = runtime.kernel(s, device)
         sm_count = torch.cuda.get_device_properties(device).multi_processor_count
         grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
-        tiles = -(-m // config.block_m) * -(-n // config.block_n)
+        tiles = config.tiles(m, n)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         return cls(config, grid, stream, parts, tiles, s.smem_bytes, main)
 
