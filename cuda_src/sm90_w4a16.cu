@@ -31,7 +31,7 @@
 #define GN_WGMMA_RA(d, a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
-constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8;
+constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1;
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/store.cuh"
@@ -44,9 +44,14 @@ namespace w4a16_sm90 {
 constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer warpgroup
 constexpr int BLOCK_N = CONSUMERS * CONSUMER_N;
 constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
-constexpr int GPS = GROUP_SIZE == 32 ? 2 : 1;     // groups per 64-value stage
-constexpr int A_TILE = BLOCK_M * 128;             // activations: BLOCK_M rows x 64 values (one swizzle row)
-constexpr int W_TILE = STRIPS * 512;
+constexpr int GPS = GROUP_SIZE == 32 ? 2 : 1;     // groups per stage
+// A stage holds K_SUB 64-value slices of K (one swizzle row of activations each). Each slice is dequantised
+// into its own register set (wgmma reads them asynchronously); the barrier round trip, the scale loads and the
+// fold are paid once per stage, so two slices per stage halve that cost per weight.
+constexpr int A_SUB = BLOCK_M * 128;              // activations: BLOCK_M rows x 64 values
+constexpr int W_SUB = STRIPS * 512;
+constexpr int A_TILE = K_SUB * A_SUB;
+constexpr int W_TILE = K_SUB * W_SUB;
 constexpr int S_TILE = STRIPS * GPS * 32;         // per strip and group: 16 scales (or 8 zero-point pairs)
 constexpr int STAGE_BYTES = (A_TILE + W_TILE + S_TILE * (GN_HAS_ZEROS ? 2 : 1) + 1023) / 1024 * 1024;
 constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
@@ -64,6 +69,8 @@ constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 // Per-stage fp32 scaling (see the top): a stage spans one group (G = 32 would need two accumulator sets per
 // stage), and two stage accumulator sets beside the tile's sums fit up to the m64n32 instruction.
 constexpr bool FOLD = GROUP_SIZE != 32 && BLOCK_M <= 32;
+static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
+              "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
 static_assert(BLOCK_M < 64 || BLOCK_M % 64 == 0, "BLOCK_M past 64 must be a multiple of 64 (output chunks)");
@@ -100,45 +107,58 @@ struct Work {
 // The first group of stage kt (x of the scale / zero-point maps, in 32-byte units).
 GN_DEVICE int stage_group(int kt) {
   if constexpr (GROUP_SIZE == 0) return 0;
-  return kt * 64 / GROUP_SIZE;
+  return kt * 64 * K_SUB / GROUP_SIZE;
 }
 
-// A consumer's weights of one stage -> registers a[rb][step] (the A fragments of W^T), then the stage's wgmmas
-// into d (desc: the stage's activation tile; the address field, bytes / 16, advances by plain addition). `first`: scale-d 0 (D = A*B, no zeroing) on the first step. FOLD: a holds exact (q - zero) and sc
-// gets the scales of this lane's rows g and g + 8 of each row block (fp16's second pair is 16 (q - zero)).
-GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLOCKS][4][4],
-                         float (&sc)[ROW_BLOCKS][2], const u8* stage, u64 desc, int c, int warp, int lane,
-                         u32 z_bits, bool first) {
+// A stage's dequantisers per row block: exact (q - zero) with the scales kept for the fold (FOLD), or
+// (q - zero) * scale per weight. sc gets the scales of this lane's rows g and g + 8 of each row block
+// (fp16's second pair is 16 (q - zero)).
+struct StageDq {
+  DqZeros dz[ROW_BLOCKS];
+  DqScaled dq[ROW_BLOCKS][GPS];
+};
+
+GN_DEVICE void stage_scales(StageDq& sd, float (&sc)[ROW_BLOCKS][2], const u8* stage, int c, int warp, int lane,
+                            u32 z_bits) {
   const int g = lane / 4;
-  const u8* wt = stage + A_TILE;
-  const u8* st = wt + W_TILE;
+  const u8* st = stage + A_TILE + W_TILE;
 #pragma unroll
   for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
     const int strip = (c * ROW_BLOCKS + rb) * 4 + warp;  // warp w of the warpgroup owns rows 16w..16w+15
-    const uint4 wv = *(const uint4*)(wt + (strip * 32 + lane) * 16);
-    DqScaled dq[GPS];
-    DqZeros dz;
 #pragma unroll
     for (int q = 0; q < GPS; ++q) {
       const u8* s = st + (strip * GPS + q) * 32;
       const u32 z2 = GN_HAS_ZEROS ? *(const u32*)(s + S_TILE + g * 4) : z_bits;
       const u16 s_lo = *(const u16*)(s + g * 2), s_hi = *(const u16*)(s + 16 + g * 2);
       if constexpr (FOLD) {
-        dz.set(z2);
+        sd.dz[rb].set(z2);
         sc[rb][0] = to_float<OUT>(s_lo);
         sc[rb][1] = to_float<OUT>(s_hi) * DQ_HI;
       } else {
-        dq[q].set(z2, s_lo, s_hi);
+        sd.dq[rb][q].set(z2, s_lo, s_hi);
       }
     }
+  }
+}
+
+// A consumer's weights of slice h of a stage -> registers a[rb][step] (the A fragments of W^T), then the
+// slice's wgmmas into d (desc: the stage's activation tile; the address field, bytes / 16, advances by plain
+// addition). `first`: scale-d 0 (D = A*B, no zeroing) on the first step.
+GN_DEVICE void slice_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLOCKS][4][4], const StageDq& sd,
+                         const u8* stage, int h, u64 desc, int c, int warp, int lane, bool first) {
+  const u8* wt = stage + A_TILE + h * W_SUB;
+#pragma unroll
+  for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
+    const int strip = (c * ROW_BLOCKS + rb) * 4 + warp;
+    const uint4 wv = *(const uint4*)(wt + (strip * 32 + lane) * 16);
 #pragma unroll
     for (int step = 0; step < 4; ++step) {
       const u32 w = step == 0 ? wv.x : step == 1 ? wv.y : step == 2 ? wv.z : wv.w;
       u32 r[4];
       if constexpr (FOLD)
-        dz.word(w, r);
+        sd.dz[rb].word(w, r);
       else
-        dq[GPS == 2 ? step / 2 : 0].word(w, r);
+        sd.dq[rb][GPS == 2 ? step / 2 : 0].word(w, r);
       a[rb][step][0] = r[0];  // rows g, k 0-1 of the step
       a[rb][step][1] = r[2];  // rows g + 8, k 0-1
       a[rb][step][2] = r[1];  // rows g, k 8-9
@@ -146,6 +166,7 @@ GN_DEVICE void stage_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLO
     }
   }
   wgmma_fence();
+  desc += h * (A_SUB / 16);
 #pragma unroll
   for (int step = 0; step < 4; ++step)
 #pragma unroll
@@ -280,21 +301,26 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       tma_prefetch_desc(&map_a);
       tma_prefetch_desc(&map_s);
       if (GN_HAS_ZEROS) tma_prefetch_desc(&map_z);
-      int it = 0;  // stages issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
+      u32 it = 0;  // stages issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
       const int end = w.end();
       for (int x = w.start(blockIdx.x); x < end;) {
         int tile, tm, tn, kt0, k_tiles, split, parts;
         w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
         x = w.next(x, k_tiles);
         const int strips_here = gn_min(STRIPS, strips - tn * STRIPS);
-        const u32 bytes = A_TILE + strips_here * 512 + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
+        const u32 bytes = K_SUB * (A_SUB + strips_here * 512) + S_TILE * (GN_HAS_ZEROS ? 2 : 1);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
-          const int s = it % NUM_STAGES;
+          const u32 s = it % NUM_STAGES;
           if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
           mbar_arrive_expect_tx(full, bytes);
-          tma_load_2d(stage, &map_a, kt * 128, tm * BLOCK_M, full);
-          bulk_load(stage + A_TILE, W + ((i64)kt * strips + tn * STRIPS) * 512, strips_here * 512, full);
+#pragma unroll
+          for (int h = 0; h < K_SUB; ++h) {
+            const int k64 = kt * K_SUB + h;  // 64-value slice of K
+            tma_load_2d(stage + h * A_SUB, &map_a, k64 * 128, tm * BLOCK_M, full);
+            bulk_load(stage + A_TILE + h * W_SUB, W + ((i64)k64 * strips + tn * STRIPS) * 512, strips_here * 512,
+                      full);
+          }
           tma_load_2d(stage + A_TILE + W_TILE, &map_s, stage_group(kt) * 32, tn * STRIPS, full);
           if (GN_HAS_ZEROS)
             tma_load_2d(stage + A_TILE + W_TILE + S_TILE, &map_z, stage_group(kt) * 32, tn * STRIPS, full);
@@ -308,27 +334,38 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     float d[ROW_BLOCKS][GN_WGMMA_REGS];  // the tile's sums
     float e0[ROW_BLOCKS][GN_WGMMA_REGS], e1[ROW_BLOCKS][GN_WGMMA_REGS], sc0[ROW_BLOCKS][2], sc1[ROW_BLOCKS][2];
     u32 a0[ROW_BLOCKS][4][4], a1[ROW_BLOCKS][4][4];  // two register sets: one is read by running wgmmas
-    int it = 0, chunk = 0;
+    u32 it = 0;  // stages consumed so far (as the producer counts them)
+    int chunk = 0;
     const u64 desc0 = wgmma_desc_k128(smem0);
-    // Stage kt's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
-    // Even and odd stages therefore fill different registers (a0, a1; with FOLD also e0, e1), in separate code
-    // (an if / else on the parity let the compiler merge both into one set), and a stage's wait<1> retires the
-    // other set's group. (ptxas checks this and serialises every wgmma, warning C7513, when some path breaks it.)
-    // FOLD: each stage sums into its own set, folded into d once retired; otherwise every stage sums into d.
-    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4], float (&e)[ROW_BLOCKS][GN_WGMMA_REGS],
-                    float (&sc)[ROW_BLOCKS][2], float (&e_prev)[ROW_BLOCKS][GN_WGMMA_REGS],
-                    const float (&sc_prev)[ROW_BLOCKS][2]) {
-      const int s = it % NUM_STAGES;
+    // A slice's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
+    // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive stages also sum
+    // into e0, e1), in separate code (an if / else on the parity let the compiler merge both into one set),
+    // and each slice's wait<1> retires the slice before it. (ptxas checks this and serialises every wgmma,
+    // warning C7513, when some path breaks it.) FOLD: each stage sums into its own set, folded into d once
+    // retired; otherwise every stage sums into d. With two slices per stage a stage is a0 then a1.
+    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4], u32 (&a_next)[ROW_BLOCKS][4][4],
+                    float (&e)[ROW_BLOCKS][GN_WGMMA_REGS], float (&sc)[ROW_BLOCKS][2],
+                    float (&e_prev)[ROW_BLOCKS][GN_WGMMA_REGS], const float (&sc_prev)[ROW_BLOCKS][2]) {
+      const u32 s = it % NUM_STAGES;
       mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
-      stage_mma(FOLD ? e : d, a, sc, smem + s * STAGE_BYTES, desc0 + s * (STAGE_BYTES / 16), c, warp, lane,
-                (u32)z_bits, FOLD || kt == 0);
-      wgmma_wait<1>();  // the previous stage's wgmmas are done with its slot and registers
+      const u8* stage = smem + s * STAGE_BYTES;
+      const u64 desc = desc0 + s * (STAGE_BYTES / 16);
+      StageDq sd;
+      stage_scales(sd, sc, stage, c, warp, lane, (u32)z_bits);
+      slice_mma(FOLD ? e : d, a, sd, stage, 0, desc, c, warp, lane, FOLD || kt == 0);
+      wgmma_wait<1>();  // the previous slice (the previous stage's last) is done with its slot and registers
       if (kt > 0) {
         if constexpr (FOLD) fold(d, e_prev, sc_prev);
         if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
       }
+      if constexpr (K_SUB == 2) {
+        slice_mma(e, a_next, sd, stage, 1, desc, c, warp, lane, false);
+        wgmma_wait<1>();  // slice 0 retired: a is free for the next stage
+      }
       ++it;
     };
+    // The register set each stage starts with: alternating with one slice per stage, always a0 with two.
+    auto& a_odd = K_SUB == 2 ? a0 : a1;
     const int end = w.end();
     for (int x = w.start(blockIdx.x); x < end;) {
       int tile, tm, tn, kt0, k_tiles, split, parts;
@@ -343,14 +380,14 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       int kt = 0;
 #pragma unroll 1
       for (; kt + 1 < k_tiles; kt += 2) {
-        step(kt, a0, e0, sc0, e1, sc1);
-        step(kt + 1, a1, e1, sc1, e0, sc0);
+        step(kt, a0, a1, e0, sc0, e1, sc1);
+        step(kt + 1, a_odd, a1, e1, sc1, e0, sc0);
       }
       // (The shapes of these branches are what keeps ptxas from serialising: a FOLD tail with one wait and a
       // conditional fold, or a plain tail with a wait in each branch, made it do so.)
       if constexpr (FOLD) {
         if (kt < k_tiles) {
-          step(kt, a0, e0, sc0, e1, sc1);
+          step(kt, a0, a1, e0, sc0, e1, sc1);
           wgmma_wait<0>();
           fold(d, e0, sc0);
         } else {
@@ -358,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
           fold(d, e1, sc1);
         }
       } else {
-        if (kt < k_tiles) step(kt, a0, e0, sc0, e1, sc1);
+        if (kt < k_tiles) step(kt, a0, a1, e0, sc0, e1, sc1);
         wgmma_wait<0>();
       }
 #pragma unroll

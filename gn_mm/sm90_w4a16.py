@@ -30,6 +30,7 @@ class Sm90W4A16Config:
     consumers: int   # consumer warpgroups (1 or 2)
     row_blocks: int  # 64-column blocks of the weight per consumer
     stages: int
+    k_sub: int = 1   # 64-value slices of K per stage (2: one barrier round trip and fold per 128 values)
 
     @property
     def block_n(self) -> int:
@@ -37,16 +38,28 @@ class Sm90W4A16Config:
 
     @property
     def name(self) -> str:
-        return f"w4a16wg_{self.block_m}x{self.block_n}_c{self.consumers}_s{self.stages}"
+        return f"w4a16wg_{self.block_m}x{self.block_n}_c{self.consumers}_s{self.stages}" + \
+            (f"_k{64 * self.k_sub}" if self.k_sub > 1 else "")
 
     @classmethod
     def parse(cls, name: str) -> "Sm90W4A16Config":
-        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)", name.strip())
+        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?", name.strip())
         if not m or int(m[2]) % (64 * int(m[3])):
-            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8 (block_n a "
-                             "multiple of 64 x consumers)")
-        bm, bn, cons, stages = (int(x) for x in m.groups())
-        return cls(bm, cons, bn // (64 * cons), stages)
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8 or "
+                             "w4a16wg_8x256_c2_s6_k128 (block_n a multiple of 64 x consumers)")
+        bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
+        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64)
+
+    def fits(self, group_size: int, k64: int) -> str | None:
+        """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
+        (0: per-channel), or None. Two slices per stage need the per-stage fold with one group per stage."""
+        if self.k_sub == 1:
+            return None
+        if self.block_m > 32 or group_size % 128:
+            return f"{self.name} needs M tiles <= 32 and a group size of K or a multiple of 128"
+        if k64 % self.k_sub:
+            return f"{self.name} needs K padded to a multiple of {64 * self.k_sub}"
+        return None
 
     def tiles(self, m: int, n: int) -> int:
         return -(-m // self.block_m) * -(-n // self.block_n)
@@ -56,11 +69,12 @@ class Sm90W4A16Config:
         return 128 * (1 + self.consumers)
 
     def stage_bytes(self, group_size: int, has_zeros: bool) -> int:
-        """Activations (block_m rows x 128 bytes), weight strips (512 bytes per 16 columns), scales (and zero
-        points): 32 bytes per strip and group of the stage; rounded up to 1 KB (the swizzle alignment)."""
+        """Per 64-value slice of K: activations (block_m rows x 128 bytes) and weight strips (512 bytes per 16
+        columns); scales (and zero points): 32 bytes per strip and group of the stage; rounded up to 1 KB (the
+        swizzle alignment)."""
         strips = self.block_n // 16
         gps = 2 if group_size == 32 else 1
-        raw = self.block_m * 128 + strips * 512 + strips * gps * 32 * (2 if has_zeros else 1)
+        raw = self.k_sub * (self.block_m * 128 + strips * 512) + strips * gps * 32 * (2 if has_zeros else 1)
         return -(-raw // 1024) * 1024
 
     def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
@@ -71,13 +85,14 @@ class Sm90W4A16Config:
 
 
 C = Sm90W4A16Config
-# By the largest M each serves (data, not branches), candidates in order of preference. Small M: the
-# instruction's N is M rounded up to 8 and the tile is wide, so that one stage streams 8 KB of weight; large M:
-# 256 x 128 tiles like a plain wgmma GEMM. Measured on an H200: benchmarks/results/w4a16_tune_h200*.json.
+# By the largest M each serves (data, not branches), candidates in order of preference (the first that `fits`
+# the weight). Small M: the instruction's N is M rounded up to 8 and the tile is wide, and a stage is two
+# 64-value slices of K (16 KB of weight) where the group size allows, 6 deep (5-6 beat 3, 4, 8 and 10 stages);
+# large M: 256 x 128 tiles like a plain wgmma GEMM. Measured on an H200: benchmarks/results/w4a16_tune*.json.
 CONFIGS = (
-    (8, (C(8, 2, 2, 8),)),
-    (16, (C(16, 2, 2, 8),)),
-    (32, (C(32, 2, 2, 8),)),
+    (8, (C(8, 2, 2, 6, 2), C(8, 2, 2, 8))),
+    (16, (C(16, 2, 2, 6, 2), C(16, 2, 2, 8))),
+    (32, (C(32, 2, 2, 6, 2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 8), C(64, 2, 2, 6))),
     (128, (C(128, 2, 1, 6),)),
     (256, (C(128, 2, 1, 6), C(256, 2, 1, 4))),
@@ -85,10 +100,11 @@ CONFIGS = (
 )
 
 
-def choose(m: int, n: int = 0, sm_count: int = 132) -> Sm90W4A16Config:
-    """The config for M's class: of its candidates, the one whose tiles need the fewest rounds of the SMs
-    (a CTA that takes a second tile costs a whole second pass), the first on a tie."""
-    candidates = next(c for limit, c in CONFIGS if m <= limit)
+def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
+    """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
+    slices), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second tile costs a whole
+    second pass), the first on a tie."""
+    candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit) if c.fits(group_size, k64) is None]
     return min(candidates, key=lambda c: -(-c.tiles(m, n) // sm_count))
 
 
@@ -155,7 +171,7 @@ def compile_matrix(all_configs: bool = False):
     configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs)) if all_configs \
         else [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
-            for zeros in (False, True) for cfg in configs]
+            for zeros in (False, True) for cfg in configs if cfg.fits(group, cfg.k_sub) is None]
 
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:
@@ -184,6 +200,7 @@ class Plan:
         s = spec(dtype, group_size, has_zeros, config)
         main = runtime.kernel(s, device)
         sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+        k_stages //= config.k_sub  # the kernel's stages (K_SUB slices of 64 values each)
         grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
         tiles = config.tiles(m, n)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
@@ -210,6 +227,6 @@ class Plan:
             ws = tk = c  # unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
-                        w.packed.shape[0], strips, int(self.stream), self.max_parts, zero_bits(w),
+                        w.packed.shape[0] // cfg.k_sub, strips, int(self.stream), self.max_parts, zero_bits(w),
                         int(bias is not None)],
                        self.smem_bytes, KINDS)

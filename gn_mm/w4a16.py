@@ -178,8 +178,10 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
     fam = family(arch, config)
     if config is None:
-        config = fam.choose(m, n, torch.cuda.get_device_properties(device).multi_processor_count) \
-            if fam is sm90_w4a16 else fam.choose(m)
+        config = fam.choose(m, n, torch.cuda.get_device_properties(device).multi_processor_count, group_size,
+                            k_stages) if fam is sm90_w4a16 else fam.choose(m)
+    elif fam is sm90_w4a16 and config.fits(group_size, k_stages):
+        raise LayoutError(f"config: {config.fits(group_size, k_stages)}")
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "

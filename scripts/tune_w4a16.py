@@ -28,8 +28,8 @@ CANDIDATES = {
 CANDIDATES[16] = CANDIDATES[1]
 CANDIDATES[2048] = [C(64, 128, 2, 4, 4), C(128, 128, 2, 4, 4)]
 WGMMA = {
-    1: [G(8, 2, 2, 8), G(8, 4, 1, 8), G(8, 4, 1, 12), G(8, 3, 1, 10)],
-    16: [G(16, 2, 2, 8), G(16, 4, 1, 8), G(16, 4, 1, 12)],
+    1: [G(8, 2, 2, 8), G(8, 2, 2, 6, 2), G(8, 2, 2, 5, 2), G(8, 2, 2, 4, 2), G(8, 2, 2, 3, 2)],
+    16: [G(16, 2, 2, 8), G(16, 2, 2, 6, 2), G(16, 2, 2, 4, 2)],
     64: [G(64, 2, 1, 8), G(64, 2, 2, 6), G(64, 2, 1, 10), G(32, 4, 1, 8)],
     256: [G(128, 2, 1, 6), G(128, 2, 1, 9), G(256, 2, 1, 4), G(256, 2, 1, 5)],
     2048: [G(256, 2, 1, 4), G(256, 2, 1, 5)],
@@ -53,7 +53,7 @@ if __name__ == "__main__":
         for m in map(int, args.ms.split(",")):
             acts = [torch.randn(m, k, device="cuda").bfloat16() for _ in weights]
             line = []
-            configs = [sm90_w4a16.choose(m, n, sms)] if args.heuristic_config else CANDIDATES[m]
+            configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else CANDIDATES[m]
             for cfg in configs:
                 for sp in splits:
                     if sp is not None and sp > k // 64:
@@ -63,7 +63,7 @@ if __name__ == "__main__":
                     us = t["median_ms"] * 1e3
                     grid = stream = None
                     if isinstance(cfg, G):
-                        grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64, sms, sp)
+                        grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms, sp)
                     rows.append({"k": k, "n": n, "m": m, "config": cfg.name, "splits": sp, "grid": grid,
                                  "stream": stream, "us": us})
                     line.append(f"{cfg.name}/{'h' if sp is None else sp}(grid {grid})={us:.1f}")

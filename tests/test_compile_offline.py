@@ -48,8 +48,10 @@ def test_every_w4a16_kernel_and_config_compiles_without_spills(arch, fresh_cache
     """fp16 / bf16 x every group size x with and without zero points x every config (sm_90: of both the
     mma.sync and the wgmma kernel)."""
     jobs = cli.compile_jobs([Arch.parse(arch)], {"w4a16"}, all_configs=True)
-    configs = len(sm80_w4a16.CONFIGS) + (len(sm90_w4a16.compile_matrix(True)) // 16 if arch == "sm_90" else 0)
-    assert len(jobs) == 2 * 4 * 2 * configs
+    wgmma = len(sm90_w4a16.compile_matrix(True)) if arch == "sm_90" else 0
+    assert len(jobs) == 2 * 4 * 2 * len(sm80_w4a16.CONFIGS) + wgmma
+    # 128-value stages only where a stage spans one group (G = 128 or per-channel)
+    assert all(group in (128, 0) for (_, group, _), c in sm90_w4a16.compile_matrix(True) if c.k_sub == 2)
     _assert_clean(_build_all(jobs))
 
 

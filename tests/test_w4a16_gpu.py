@@ -88,7 +88,7 @@ def test_split_k_is_deterministic_and_correct(splits, family, m):
     qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16)
     a = torch.randn(m, k, device="cuda").half()
     w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
-    cfg = family.choose(m)
+    cfg = family.choose(m) if family is sm80_w4a16 else family.choose(m, n, 132, g, k // 64)
     first = gn_mm.w4a16_mm(a, w, splits=splits, config=cfg, out=poisoned(m, n, torch.float16))
     check(first, a, qweight, scales, qzeros, g, rounds=family is sm90_w4a16)
     for _ in range(3):  # tickets reset themselves: repeated calls stay right and bit-identical
@@ -113,6 +113,20 @@ def test_every_config(config, asym):
         w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
         out = gn_mm.w4a16_mm(a, w, config=config, out=poisoned(m, n, dtype))
         check(out, a, qweight, scales, qzeros, g, rounds=wgmma)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+def test_128_value_stages_need_an_even_number_of_slices(dtype):
+    k, n, m = 190, 40, 2  # per-channel, K padded to three 64-value slices
+    qweight, scales, qzeros = make_weight(k, n, k, True, dtype)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=k)
+    two = next(c for c in sm90_w4a16.CONFIGS[0][1] if c.k_sub == 2)
+    assert sm90_w4a16.choose(m, n, 132, 0, 3).k_sub == 1
+    check(gn_mm.w4a16_mm(a, w, out=poisoned(m, n, dtype)), a, qweight, scales, qzeros, k)
+    with pytest.raises(gn_mm.LayoutError, match="multiple of 128"):
+        gn_mm.w4a16_mm(a, w, config=two)
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
