@@ -103,13 +103,18 @@ def test_wgmma_family_choice_and_refusal():
 
     assert w4a16.family(Arch(90)) is sm90_w4a16 and w4a16.family(Arch(80)) is sm80_w4a16
     assert w4a16.family(Arch(90), sm80_w4a16.choose(1)) is sm80_w4a16  # an explicit mma.sync config
-    with pytest.raises(ArchError, match="config: w4a16wg_8x256_c2_s8 is a wgmma"):
+    with pytest.raises(ArchError, match="config: w4a16wg_8x256_c2_s6_k128 is a wgmma"):
         w4a16.family(Arch(89), sm90_w4a16.choose(1))
     # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: 128-row tiles at
     # N = 4096 (64 tiles), 256-row tiles at N = 14336 (112 tiles, not 224).
     assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
     assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
+    two = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_8x256_c2_s6_k128")
+    assert two == sm90_w4a16.Sm90W4A16Config(8, 2, 2, 6, 2) and two.name == "w4a16wg_8x256_c2_s6_k128"
+    assert two.fits(128, 64) is None and two.fits(0, 4) is None
+    assert "group size" in two.fits(64, 64) and "multiple of 128" in two.fits(0, 3)
+    assert sm90_w4a16.choose(1, 4096, 132, 64, 64).k_sub == 1 and sm90_w4a16.choose(1, 4096, 132, 128, 64).k_sub == 2
 
 
 @pytest.mark.parametrize("tiles,k_stages,grid,stream", [
