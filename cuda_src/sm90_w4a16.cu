@@ -106,8 +106,7 @@ struct Work {
 
 // The first group of stage kt (x of the scale / zero-point maps, in 32-byte units).
 GN_DEVICE int stage_group(int kt) {
-  if constexpr (GROUP_SIZE == 0) return 0;
-  return kt * 64 * K_SUB / GROUP_SIZE;
+  return GROUP_SIZE == 0 ? 0 : kt * 64 * K_SUB / (GROUP_SIZE == 0 ? 1 : GROUP_SIZE);  // (no division by 0)
 }
 
 // A stage's dequantisers per row block: exact (q - zero) with the scales kept for the fold (FOLD), or
