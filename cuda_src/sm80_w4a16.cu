@@ -244,16 +244,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_w4a16
       for (int j = 0; j < NT; ++j)
         if (frag_row + i * 16 < M) __stcg(mine + ((i64)blockIdx.y * V + i * NT + j) * NUM_THREADS + tid,
                make_float4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3]));
-    __threadfence();
     __syncthreads();
     __shared__ int last;
-    if (tid == 0) {
-      last = atomicAdd(tickets + tile, 1) == (int)gridDim.y - 1;
-      if (last) tickets[tile] = 0;  // ready for the next launch
-    }
+    if (tid == 0) last = ticket_arrive(tickets + tile, gridDim.y);
     __syncthreads();
     if (!last) return;
-    __threadfence();
 #pragma unroll
     for (int i = 0; i < MI; ++i)
 #pragma unroll

@@ -196,16 +196,10 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
     const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
     __stcg(mine + ((i64)split * V + v) * 128 + t, make_float4(r[0], r[1], r[2], r[3]));
   }
-  __threadfence();
   named_barrier(1 + c, 128);
-  if (t == 0) {
-    const int last = atomicAdd(ticket, 1) == parts - 1;
-    if (last) *ticket = 0;  // ready for the next launch
-    *flag = last;
-  }
+  if (t == 0) *flag = ticket_arrive(ticket, parts);
   named_barrier(1 + c, 128);
   if (!*flag) return false;
-  __threadfence();
 #pragma unroll
   for (int v = 0; v < V; ++v) {
     float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
