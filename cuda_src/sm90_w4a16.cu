@@ -104,6 +104,22 @@ struct Work {
   }
 };
 
+// This CTA's first NUM_STAGES stages of weight, into L2 (see the kernel's dependent-launch comment).
+GN_DEVICE void prefetch_weights(const Work& w, const u8* W, int strips) {
+  int n = 0;
+  const int end = w.end();
+  for (int x = w.start(blockIdx.x); x < end && n < NUM_STAGES;) {
+    int tile, tm, tn, kt0, k_tiles, split, parts;
+    w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
+    x = w.next(x, k_tiles);
+    const int strips_here = gn_min(STRIPS, strips - tn * STRIPS);
+    for (int kt = kt0; kt < kt0 + k_tiles && n < NUM_STAGES; ++kt, ++n)
+#pragma unroll
+      for (int h = 0; h < K_SUB; ++h)
+        bulk_prefetch_l2(W + ((i64)(kt * K_SUB + h) * strips + tn * STRIPS) * 512, strips_here * 512);
+  }
+}
+
 // The first group of stage kt (x of the scale / zero-point maps, in 32-byte units).
 GN_DEVICE int stage_group(int kt) {
   return GROUP_SIZE == 0 ? 0 : kt * 64 * K_SUB / (GROUP_SIZE == 0 ? 1 : GROUP_SIZE);  // (no division by 0)
@@ -287,6 +303,14 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
   const Work w{grid_m, grid_m * grid_n, k_stages, stream, (u32)(grid_m * grid_n * k_stages)};
+  // Launched as a programmatic dependent: the previous kernel in the stream may still be running (its last
+  // CTAs finishing while this grid's first ones start). Prefetching this CTA's first weight stages into L2 is
+  // safe (L2 is where every SM's writes land: a prefetch cannot make anyone read stale data); every other
+  // global access waits for that kernel to complete. The next kernel may then launch at once: it waits for
+  // this one in the same way.
+  if (threadIdx.x == 0) prefetch_weights(w, W, strips);
+  griddep_wait();
+  griddep_launch_dependents();
 
   if (wg == 0) {  // producer
     if constexpr (REBALANCE) setmaxnreg_dec<PRODUCER_REGS>();

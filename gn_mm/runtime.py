@@ -148,8 +148,23 @@ def _driver():
         lib = _get_gpu_runtime_library()
         lib.cuLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         lib.cuLaunchKernel.restype = ctypes.c_int
+        if hasattr(lib, "cuLaunchKernelEx"):
+            lib.cuLaunchKernelEx.argtypes = [ctypes.c_void_p] * 4
+            lib.cuLaunchKernelEx.restype = ctypes.c_int
         _libcuda = lib
     return _libcuda
+
+
+class _LaunchAttribute(ctypes.Structure):  # CUlaunchAttribute: an id, padding, a 64-byte value union
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
+                ("stream", ctypes.c_void_p), ("attrs", ctypes.POINTER(_LaunchAttribute)), ("num_attrs", ctypes.c_uint)]
+
+
+PROGRAMMATIC_STREAM_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
 
 TENSOR, INT, MAP = "tensor", "int", "map"  # argument kinds: pointer, 32-bit int, 128-byte TMA descriptor by value
@@ -160,11 +175,14 @@ def signature(args) -> tuple:
     return tuple(TENSOR if isinstance(a, torch.Tensor) else INT if isinstance(a, int) else MAP for a in args)
 
 
-def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, kinds: tuple | None = None) -> None:
+def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, kinds: tuple | None = None,
+           dependent: bool = False) -> None:
     """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Tensors pass as
     pointers, ints as 32-bit ints, TMA descriptors (128 bytes) by value. This is the hot path of every small
     matmul: the ctypes parameter block is built once per signature (per thread) and refilled in place.
-    `kinds`: signature(args), when the caller already knows it."""
+    `kinds`: signature(args), when the caller already knows it. `dependent`: programmatic dependent launch
+    (the kernel may start while the previous kernel in the stream finishes; only for kernels that execute
+    griddepcontrol.wait before touching any memory that kernel may write)."""
     if kinds is None:
         kinds = signature(args)
     blocks = _param_blocks.__dict__
@@ -182,10 +200,22 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, k
             v.value = a
         else:
             v.raw = a  # the descriptor's 128 bytes
-    err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                   shared_mem, current_stream(), params, None)
+    if dependent:
+        config = blocks.get("config")
+        if config is None:
+            attr = _LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1)
+            config = blocks["config"] = (_LaunchConfig(attrs=ctypes.pointer(attr), num_attrs=1), attr)
+        cfg = config[0]
+        cfg.grid[:] = grid
+        cfg.block[:] = block
+        cfg.shared_mem = shared_mem
+        cfg.stream = current_stream()
+        err = _driver().cuLaunchKernelEx(ctypes.byref(cfg), handle.func, params, None)
+    else:
+        err = _driver().cuLaunchKernel(handle.func, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                       shared_mem, current_stream(), params, None)
     if err:
-        raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
+        raise RuntimeError(f"cuLaunchKernel{'Ex' if dependent else ''} failed with CUDA error {err}")
 
 
 def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:

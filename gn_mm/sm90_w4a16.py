@@ -229,4 +229,4 @@ class Plan:
                        [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
                         w.packed.shape[0] // cfg.k_sub, strips, int(self.stream), self.max_parts, zero_bits(w),
                         int(bias is not None)],
-                       self.smem_bytes, KINDS)
+                       self.smem_bytes, KINDS, dependent=True)

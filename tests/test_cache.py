@@ -131,3 +131,16 @@ def test_compile_error_carries_log_and_dumped_source(fresh_cache, monkeypatch, t
 
 def test_nvrtc_version_is_reported():
     assert compiler.nvrtc_version("bindings").count(".") == 1
+
+
+def test_dependent_launch_structs_match_the_driver_abi():
+    """CUlaunchConfig / CUlaunchAttribute as cuda.h lays them out on 64-bit hosts (cuLaunchKernelEx reads them)."""
+    import ctypes
+
+    from gn_mm import runtime
+
+    assert ctypes.sizeof(runtime._LaunchAttribute) == 72  # id, 4 bytes of padding, a 64-byte value union
+    assert runtime._LaunchAttribute.value.offset == 8
+    cfg = runtime._LaunchConfig
+    assert (cfg.shared_mem.offset, cfg.stream.offset, cfg.attrs.offset, cfg.num_attrs.offset) == (24, 32, 40, 48)
+    assert ctypes.sizeof(cfg) == 56

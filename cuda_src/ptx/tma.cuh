@@ -41,6 +41,14 @@ GN_DEVICE void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
                ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
+// `bytes` (a multiple of 16) from global memory into L2, without waiting or a destination.
+GN_DEVICE void bulk_prefetch_l2(const void* src, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((u64)src), "r"(bytes) : "memory");
+}
+// Programmatic dependent launch: wait until the previous grid in the stream has completed and its memory is
+// visible (returns at once for a plain launch); let the next grid in the stream launch.
+GN_DEVICE void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+GN_DEVICE void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 GN_DEVICE void tma_prefetch_desc(const TmaDesc* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"((u64)map) : "memory");
 }
