@@ -266,6 +266,10 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   }
   if constexpr (CLUSTER_M > 1) cluster_sync();  // peers' barriers exist before anyone signals them
   else __syncthreads();
+  // Launched as a programmatic dependent: the prologue above overlaps the previous kernel's tail; every global
+  // access waits for it to complete, and the next kernel may launch at once (it waits for this one likewise).
+  griddep_wait();
+  griddep_launch_dependents();
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
   const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M

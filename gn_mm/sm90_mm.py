@@ -62,6 +62,6 @@ class Plan:
         map_c = tma.rows_map(c.data_ptr(), m, n * item, c.stride(0) * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_c, c_tma, c, *ptrs, partial, m, n, k_bytes, c.stride(0), self.splits,
-                        *flags], cfg.smem_bytes, KINDS)
+                        *flags], cfg.smem_bytes, KINDS, dependent=True)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)
