@@ -104,6 +104,11 @@ struct Work {
   }
 };
 
+// 64-value slice k64 of the packed weight's strips from column tile tn on ([k64][strips][512 bytes]).
+GN_DEVICE const u8* weight_slice(const u8* W, int k64, int strips, int tn) {
+  return W + ((i64)k64 * strips + tn * STRIPS) * 512;
+}
+
 // This CTA's first NUM_STAGES stages of weight, into L2 (see the kernel's dependent-launch comment).
 GN_DEVICE void prefetch_weights(const Work& w, const u8* W, int strips) {
   int n = 0;
@@ -116,13 +121,13 @@ GN_DEVICE void prefetch_weights(const Work& w, const u8* W, int strips) {
     for (int kt = kt0; kt < kt0 + k_tiles && n < NUM_STAGES; ++kt, ++n)
 #pragma unroll
       for (int h = 0; h < K_SUB; ++h)
-        bulk_prefetch_l2(W + ((i64)(kt * K_SUB + h) * strips + tn * STRIPS) * 512, strips_here * 512);
+        bulk_prefetch_l2(weight_slice(W, kt * K_SUB + h, strips, tn), strips_here * 512);
   }
 }
 
 // The first group of stage kt (x of the scale / zero-point maps, in 32-byte units).
 GN_DEVICE int stage_group(int kt) {
-  return GROUP_SIZE == 0 ? 0 : kt * 64 * K_SUB / (GROUP_SIZE == 0 ? 1 : GROUP_SIZE);  // (no division by 0)
+  return GROUP_SIZE == 0 ? 0 : kt * 64 * K_SUB / gn_max(GROUP_SIZE, 1);
 }
 
 // A stage's dequantisers per row block: exact (q - zero) with the scales kept for the fold (FOLD), or
@@ -335,8 +340,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
           for (int h = 0; h < K_SUB; ++h) {
             const int k64 = kt * K_SUB + h;  // 64-value slice of K
             tma_load_2d(stage + h * A_SUB, &map_a, k64 * 128, tm * BLOCK_M, full);
-            bulk_load(stage + A_TILE + h * W_SUB, W + ((i64)k64 * strips + tn * STRIPS) * 512, strips_here * 512,
-                      full);
+            bulk_load(stage + A_TILE + h * W_SUB, weight_slice(W, k64, strips, tn), strips_here * 512, full);
           }
           tma_load_2d(stage + A_TILE + W_TILE, &map_s, stage_group(kt) * 32, tn * STRIPS, full);
           if (GN_HAS_ZEROS)
