@@ -2,7 +2,7 @@
 torch._int_mm, and for int4 (no library peer) the s4 mma.sync instruction ceiling.
 
 Each case checks correctness against the peer before timing; times are device-event medians over inputs
-rotated past L2. Used by scripts/bench.py.
+rotated past L2, ours and the peer's interleaved call by call (same clocks and thermal state for both). Used by scripts/bench.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from . import api, compiler, microbench, report
 from . import variant_table as variants
 from .int4 import pack_int4
-from .timing import bench, rotation_sets
+from .timing import bench, bench_pair, rotation_sets
 
 SQUARE = ((4096, 4096, 4096), (8192, 8192, 8192))
 LLM = tuple((m, n, k) for m in (16, 128, 4096) for k, n in ((4096, 4096), (4096, 14336), (14336, 4096)))
@@ -121,7 +121,8 @@ def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = 
                 row["rel_err_vs_peer"] = _rel_err(ours, ref)
                 if row["rel_err_vs_peer"] > case.tol:
                     row["error"] = f"mismatch vs peer: {row['rel_err_vs_peer']:.3g} > {case.tol}"
-                tp = bench(lambda i: case.peer(sets[i]), len(sets), reps=reps)
+                tp, to = bench_pair(lambda i: case.peer(sets[i]), lambda i: case.ours(sets[i]), len(sets),
+                                    reps=reps)
                 row["peer_ms"] = tp["median_ms"]
                 row["peer_tflops"] = flops / tp["median_ms"] / 1e9
     else:
@@ -130,7 +131,8 @@ def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = 
         if row["rel_err_vs_peer"] != 0.0:
             row["error"] = "int4 result is not exact"
         row["peer_tflops"] = (ceilings or {}).get(case.name)
-    to = bench(lambda i: case.ours(sets[i]), len(sets), reps=reps)
+    if "peer_ms" not in row:
+        to = bench(lambda i: case.ours(sets[i]), len(sets), reps=reps)
     row.update(ours_ms=to["median_ms"], ours_p10_ms=to["p10_ms"], ours_p90_ms=to["p90_ms"],
                ours_tflops=flops / to["median_ms"] / 1e9)
     if row.get("peer_tflops"):

@@ -4,7 +4,6 @@ registers (cuda_src/sm80_w4a16.cu). Configs are data; `choose` is the heuristic;
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 
 import torch
@@ -12,6 +11,7 @@ import torch
 from . import runtime
 from .arch import Arch
 from .runtime import KernelSpec
+from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm80_w4a16"
@@ -110,20 +110,6 @@ def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: W4A16Conf
 def kernel_group_size(w: W4A16Weight) -> int:
     """What the kernel is specialised for: the group size, or 0 when one group spans K."""
     return 0 if w.groups == 1 else w.group_size
-
-
-_tickets: dict = {}  # (device, stream) -> int32 counters, zero between launches (the kernel resets them)
-_tickets_lock = threading.Lock()
-
-
-def tickets(device: torch.device, count: int) -> torch.Tensor:
-    """Split-K tile counters for the current stream (one set per stream: concurrent streams never share)."""
-    key = (device.index, runtime.current_stream())
-    t = _tickets.get(key)
-    if t is None or t.numel() < count:
-        with _tickets_lock:
-            t = _tickets[key] = torch.zeros(max(count, 1024), dtype=torch.int32, device=device)
-    return t
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ import torch
 from . import runtime, tma
 from .arch import Arch
 from .runtime import KernelSpec
-from .sm80_w4a16 import ACT_KIND, kernel_group_size, tickets
+from .sm80_w4a16 import ACT_KIND, kernel_group_size
+from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm90_w4a16"

@@ -25,7 +25,34 @@ def bench(fn, n_sets: int = 1, warmup: int = 5, reps: int = 30) -> dict:
         fn(i % n_sets)
         ends[i].record()
     torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    return _summary([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def bench_pair(fn_a, fn_b, n_sets: int = 1, warmup: int = 5, reps: int = 30) -> tuple[dict, dict]:
+    """bench() of two functions interleaved rep by rep (alternating which goes first), so that both see the
+    same clocks, power and thermal state: on a long run an H200 slows down by up to 15%, and timing one
+    function after the other charges that to the second. fn_b(i) gets input set (i + n_sets // 2) % n_sets,
+    never the set fn_a just brought into L2."""
+    half = n_sets // 2
+    for i in range(warmup):
+        fn_a(i % n_sets)
+        fn_b((i + half) % n_sets)
+    torch.cuda.synchronize()
+    ev = [[torch.cuda.Event(enable_timing=True) for _ in range(4)] for _ in range(reps)]
+    for i in range(reps):
+        sa, ea, sb, eb = ev[i]
+        first, second = ((fn_a, sa, ea, i), (fn_b, sb, eb, i + half)) if i % 2 == 0 else \
+            ((fn_b, sb, eb, i + half), (fn_a, sa, ea, i))
+        for fn, start, end, j in (first, second):
+            start.record()
+            fn(j % n_sets)
+            end.record()
+    torch.cuda.synchronize()
+    return _summary([e[0].elapsed_time(e[1]) for e in ev]), _summary([e[2].elapsed_time(e[3]) for e in ev])
+
+
+def _summary(times: list) -> dict:
+    times = sorted(times)
     q = statistics.quantiles(times, n=10) if len(times) >= 10 else [times[0]] * 9
     return {"median_ms": statistics.median(times), "p10_ms": q[0], "p90_ms": q[-1], "min_ms": times[0],
-            "reps": reps}
+            "reps": len(times)}

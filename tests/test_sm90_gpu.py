@@ -122,3 +122,44 @@ def test_split_k_every_config(cfg, splits):
     c = _poison(m, n, torch.bfloat16, dev)
     gn_mm.mm(a, w.t(), out=c, config=cfg, splits=splits, scale_a=sa, scale_b=sb, bias=bias)
     _check(c, ref, "bf16")
+
+
+@pytest.mark.parametrize("cfg", [SM90_CONFIGS[0], SM90_CONFIGS[-1]], ids=[SM90_CONFIGS[0].name, SM90_CONFIGS[-1].name])
+@pytest.mark.parametrize("m", [16, 33])
+def test_split_k_fix_up_is_deterministic_in_graphs_and_both_epilogues(cfg, m):
+    """Split-K stays one launch: the tile's last split adds every split's sums in split order. The result must
+    not depend on which split arrives last (bit-identical runs), the tickets must re-arm themselves (graph
+    replays), and an out= view whose rows are not 16-byte aligned must get the same values and nothing past
+    its columns. m = 16 / 33 leave whole warps' rows past M (they skip the workspace)."""
+    n, k, splits = 1000, 5000, 6
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    first = gn_mm.mm(a, w.t(), config=cfg, splits=splits)
+    _check(first, a.double() @ w.double().t(), "bf16")
+    for _ in range(3):
+        assert torch.equal(gn_mm.mm(a, w.t(), config=cfg, splits=splits), first)
+    padded = _poison(m, n + 3, torch.bfloat16, dev)  # rows 2006 bytes apart: no TMA store
+    gn_mm.mm(a, w.t(), config=cfg, splits=splits, out=padded[:, :n])
+    assert torch.equal(padded[:, :n], first) and padded[:, n:].isnan().all()
+    out = _poison(m, n, torch.bfloat16, dev)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gn_mm.mm(a, w.t(), config=cfg, splits=splits, out=out)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+
+
+def test_split_k_integer_fix_up_is_exact_and_saturates():
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME["s8"], 70, 9000, dev)
+    w, w64 = _rand(BY_NAME["u8"], 300, 9000, dev)
+    for cfg in (SM90_CONFIGS[0], SM90_CONFIGS[-1]):
+        c = _poison(70, 300, torch.int32, dev)
+        gn_mm.mm(a, w.t(), out=c, config=cfg, splits=5)
+        _check(c, a64 @ w64.t(), "s32")
+    big = torch.full((16, 135_168), 255, dtype=torch.uint8, device=dev)
+    assert int(gn_mm.mm(big, big.t(), splits=7).min()) == 2**31 - 1
