@@ -47,6 +47,7 @@ constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a clus
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
+constexpr bool TMA_STORES = BLOCK_N % CHUNK_COLS == 0;  // else (e.g. 32 bf16 columns) direct stores only
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
@@ -173,7 +174,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const Src& src, const TmaDesc* map_c
 template <class Ep, class Src>
 GN_DEVICE void finish_tile(const Ep& ep, const Src& src, const TmaDesc* map_c, int c_tma, u32 cbuf0, int c, int t,
                            int row_base, int col_base, bool& first) {
-  if (c_tma) {
+  if (TMA_STORES && c_tma) {
     store_tile_tma(ep, src, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, row_base, col_base, first);
     first = false;
   } else {
@@ -225,7 +226,10 @@ GN_DEVICE bool publish_split(const AccReg (&d)[GN_WGMMA_REGS], int4* ws, int* ti
 // BATCH groups per thread at a time so that their loads overlap; then the shared epilogue's masked stores.
 template <class Ep>
 GN_DEVICE void finish_splits(const Ep& ep, const int4* ws, int splits, int t, int row_base, int col_base, int M) {
-  constexpr int G = GN_WGMMA_REGS / 4, BATCH = G > 16 ? 1 : 4;  // beside 128 accumulators, one at a time
+  // Each batch costs an L2 round trip; larger batches unroll the stores further (compile time), and beside a
+  // 64 x 256 part's 128 accumulators one group at a time fits. The epilogue is spelt out (row scale, column
+  // terms, put2) rather than Epilogue::store2, whose branches NVVM took seconds to optimise when unrolled.
+  constexpr int G = GN_WGMMA_REGS / 4, BATCH = G > 16 ? 1 : 8;
   const int owners = 32 * gn_min(gn_max((M - row_base + 15) / 16, 0), 4), items = owners * G;
   for (int i0 = t; i0 < items; i0 += 128 * BATCH) {
     typedef typename Select<GN_ACC_KIND == GN_ACC_S32>::type V;
@@ -243,8 +247,16 @@ GN_DEVICE void finish_splits(const Ep& ep, const int4* ws, int splits, int t, in
       const int i = i0 + 128 * b, owner = i % owners, j = i / owners;
       if (i >= items) break;
       const int row = row_base + (owner / 32) * 16 + (owner % 32) / 4, col = col_base + 8 * j + 2 * (owner % 4);
-      ep.store2(row, col, narrow<V>(sum[b][0]), narrow<V>(sum[b][1]));
-      ep.store2(row + 8, col, narrow<V>(sum[b][2]), narrow<V>(sum[b][3]));
+      if constexpr (GN_OUT_KIND == GN_OUT_S32) {
+        ep.put2(row, col, narrow<V>(sum[b][0]), narrow<V>(sum[b][1]));
+        ep.put2(row + 8, col, narrow<V>(sum[b][2]), narrow<V>(sum[b][3]));
+      } else {
+        float s0, s1, b0, b1;
+        ep.column_terms(col, s0, s1, b0, b1);
+        const float r0 = ep.row_scale(row), r1 = ep.row_scale(row + 8);
+        ep.put2(row, col, (float)narrow<V>(sum[b][0]) * r0 * s0 + b0, (float)narrow<V>(sum[b][1]) * r0 * s1 + b1);
+        ep.put2(row + 8, col, (float)narrow<V>(sum[b][2]) * r1 * s0 + b0, (float)narrow<V>(sum[b][3]) * r1 * s1 + b1);
+      }
     }
   }
 }

@@ -68,24 +68,34 @@ class Sm90Config:
 
 
 def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, smem_limit: int = SMEM_LIMIT,
-            cap: int = 8) -> Sm90Config:
-    """The config with as many stages as shared memory holds (more stages hide more TMA latency)."""
-    stages = cap
+            cap: int | None = None) -> Sm90Config:
+    """The config with as many stages as shared memory holds (more stages hide more TMA latency), up to `cap`
+    (default: 8, or 16 for tiles narrower than 128 columns, whose stages carry fewer weight bytes each and which
+    run the memory-bound shapes: decode keeps ~64 KB of weights in flight per SM)."""
+    stages = cap or (8 if block_n >= 128 else 16)
     while Sm90Config(block_m, block_n, stages, group_m, cluster_m).smem_bytes > smem_limit:
         stages -= 1
     return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
 
 
-# (block_m, block_n, cluster_m) in order of preference: the heuristic takes the first whose tile count fills
-# the GPU.
-SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1))
+# (block_m, block_n, cluster_m): the large tiles in order of preference (the heuristic takes the first whose
+# tile count fills the GPU), then the 64-row tiles for small problems (which choose among all of them).
+SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1), (64, 32, 1))
 SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
+_LARGE = SM90_CONFIGS[:3]
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
-    """Largest tile that still gives every SM a tile (or the smallest one when none does)."""
-    for cfg in SM90_CONFIGS:
-        if -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n) >= sm_count:
+    """Largest tile that still gives every SM a tile. Otherwise (decode and small-batch shapes, which are
+    memory-bound) the tile whose busiest SM streams the fewest operand rows per K step: ceil(tiles / SMs) x
+    (A rows that exist + block_n), on ties the wider then the shorter tile (fewer tiles; no consumer
+    without rows); split-K then fills what is left."""
+    def tiles(cfg):
+        return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
+
+    for cfg in _LARGE:
+        if tiles(cfg) >= sm_count:
             return cfg
-    return SM90_CONFIGS[-1]
+    return min(SM90_CONFIGS, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
+                                              -cfg.block_n, cfg.block_m))

@@ -65,9 +65,10 @@ class Plan:
             tk = tickets(c.device, self.parts)
         else:
             ws = tk = c_ptr  # unused
-        # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride).
+        # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride) and the
+        # tile is whole 128-byte chunks wide.
         item = c.element_size()
-        c_tma = int(c_ptr % 16 == 0 and (ldc * item) % 16 == 0)
+        c_tma = int(c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (self.threads, 1, 1),
                        [map_a, map_b, map_c, c_tma, c_ptr, *ptrs, ws, tk, m, n, k_bytes, ldc, self.splits, *flags],
