@@ -7,12 +7,8 @@
 // Warp specialisation in a persistent CTA: warpgroup 0 is the producer (one thread issues TMA loads into a
 // NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups 1..CONSUMERS each own 64 rows of the
 // BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their accumulators through the shared
-// epilogue (scales, bias; TMA stores, or masked direct stores). The ring runs across tiles, so the producer
-// fetches the next tile while consumers finish the current one.
-//
-// Split-K (decode and small-batch shapes) stays one launch: each split publishes its raw sums to a workspace
-// in L2 and takes a ticket; the tile's last split to arrive adds all of them in split order (deterministic)
-// and runs the epilogue.
+// register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
+// next tile while consumers finish the current one.
 //
 // CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
 // A and one half of B, multicast into both CTAs: L2 -> SM traffic per tile drops by a third. A slot is
@@ -31,7 +27,6 @@ constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER
 #include "epilogue.cuh"
 #include "ptx/tma.cuh"
 #include "ptx/wgmma.cuh"
-#include "split_k.cuh"
 
 namespace sm90 {
 
@@ -47,7 +42,7 @@ constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a clus
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
-constexpr bool TMA_STORES = BLOCK_N % CHUNK_COLS == 0;  // else (e.g. 32 bf16 columns) direct stores only
+constexpr bool TMA_STORES = BLOCK_N % CHUNK_COLS == 0;  // else (e.g. 48 bf16 columns) direct stores only
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
@@ -70,37 +65,33 @@ GN_DEVICE void raster(int t, int grid_m, int grid_n, int& tile_m, int& tile_n) {
   tile_n = (t % width) / group_rows;
 }
 
-// int values for exact int32 outputs, floats otherwise; `wide`: what split-K sums them in.
-template <bool INT> struct Select { typedef float type; typedef float wide; };
-template <> struct Select<true> { typedef int type; typedef i64 wide; };
+// int values for exact int32 outputs, floats otherwise.
+template <bool INT> struct Select { typedef float type; };
+template <> struct Select<true> { typedef int type; };
 
-// Where the epilogue takes a tile's values from. values(j, v): the four accumulators of 8-column group j,
-// (row, 8j + 2(l%4) + {0, 1}) in v[0..1] and row + 8 in v[2..3]. wgmma's m64nN layout: warp w of the warpgroup
-// owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8.
-struct FromRegs {  // this consumer's accumulators
-  const AccReg (&d)[GN_WGMMA_REGS];
-  template <class V>
-  GN_DEVICE void values(int j, V (&v)[4]) const {
+// The four accumulators of 8-column group j: (row, 8j + 2(l%4) + {0, 1}) in v[0..1], row + 8 in v[2..3].
+// wgmma's m64nN layout: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8.
+template <class V>
+GN_DEVICE void group_values(const AccReg (&d)[GN_WGMMA_REGS], int j, V (&v)[4]) {
 #if GN_ACC_KIND == GN_ACC_F16
-    asm("{\n.reg .f16 a, b, c, d;\nmov.b32 {a, b}, %4;\nmov.b32 {c, d}, %5;\n"
-        "cvt.f32.f16 %0, a;\ncvt.f32.f16 %1, b;\ncvt.f32.f16 %2, c;\ncvt.f32.f16 %3, d;\n}\n"
-        : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(d[2 * j]), "r"(d[2 * j + 1]));
+  asm("{\n.reg .f16 a, b, c, d;\nmov.b32 {a, b}, %4;\nmov.b32 {c, d}, %5;\n"
+      "cvt.f32.f16 %0, a;\ncvt.f32.f16 %1, b;\ncvt.f32.f16 %2, c;\ncvt.f32.f16 %3, d;\n}\n"
+      : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(d[2 * j]), "r"(d[2 * j + 1]));
 #else
 #pragma unroll
-    for (int r = 0; r < 4; ++r) v[r] = (V)d[4 * j + r];
+  for (int r = 0; r < 4; ++r) v[r] = (V)d[4 * j + r];
 #endif
-  }
-};
+}
 
 // One consumer's 64 x BLOCK_N accumulators -> C. Row scales are read once per tile, column terms once per
 // column pair (shared by the thread's two rows).
-template <class Ep, class Src>
-GN_DEVICE void store_tile(const Ep& ep, const Src& src, int row0, int col0) {
+template <class Ep>
+GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int row0, int col0) {
   if constexpr (GN_OUT_KIND == GN_OUT_S32) {
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {
       int v[4];
-      src.values(j, v);
+      group_values(d, j, v);
       ep.put2(row0, col0 + 8 * j, v[0], v[1]);
       ep.put2(row0 + 8, col0 + 8 * j, v[2], v[3]);
     }
@@ -109,7 +100,7 @@ GN_DEVICE void store_tile(const Ep& ep, const Src& src, int row0, int col0) {
 #pragma unroll
     for (int j = 0; j < BLOCK_N / 8; ++j) {
       float v[4], s0, s1, b0, b1;
-      src.values(j, v);
+      group_values(d, j, v);
       ep.column_terms(col0 + 8 * j, s0, s1, b0, b1);
       ep.put2(row0, col0 + 8 * j, v[0] * r0 * s0 + b0, v[1] * r0 * s1 + b1);
       ep.put2(row0 + 8, col0 + 8 * j, v[2] * r1 * s0 + b0, v[3] * r1 * s1 + b1);
@@ -121,8 +112,8 @@ GN_DEVICE void store_tile(const Ep& ep, const Src& src, int row0, int col0) {
 // tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned); `first`: nothing of this
 // consumer is in flight yet. Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
 // the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
-template <class Ep, class Src>
-GN_DEVICE void store_tile_tma(const Ep& ep, const Src& src, const TmaDesc* map_c, u32 buf0,
+template <class Ep>
+GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0,
                               int c, int t, int row_base, int col_base, bool first) {
   const int warp = t / 32, lane = t % 32;
   const int r0 = warp * 16 + lane / 4;  // rows r0 and r0 + 8 of the 64
@@ -141,7 +132,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const Src& src, const TmaDesc* map_c
       typedef typename Select<GN_OUT_KIND == GN_OUT_S32>::type V;
       V v[4];
       float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
-      src.values(j, v);
+      group_values(d, j, v);
       if constexpr (GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -169,19 +160,6 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const Src& src, const TmaDesc* map_c
   }
 }
 
-// A finished 64 x BLOCK_N tile part -> C: through shared memory and TMA stores when C suits a tensor map (c_tma),
-// else direct masked stores.
-template <class Ep, class Src>
-GN_DEVICE void finish_tile(const Ep& ep, const Src& src, const TmaDesc* map_c, int c_tma, u32 cbuf0, int c, int t,
-                           int row_base, int col_base, bool& first) {
-  if (TMA_STORES && c_tma) {
-    store_tile_tma(ep, src, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, row_base, col_base, first);
-    first = false;
-  } else {
-    store_tile(ep, src, row_base + (t / 32) * 16 + (t % 32) / 4, col_base + 2 * (t % 4));
-  }
-}
-
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
 // step-th unit, its CTA `rank` the rank-th row tile of the cluster tile.
 struct Work {
@@ -206,66 +184,10 @@ GN_DEVICE void release(u32 empty_bar, int lane) {
   }
 }
 
-// Split-K, in the same launch: each split of a tile publishes its consumers' 64 x BLOCK_N raw sums to the
-// workspace ([split][group j][128 threads] 16-byte vectors, in L2) and takes the tile's ticket; the last split
-// to arrive adds every split's sums in split order and runs the epilogue. Warps whose rows all lie past M
-// (decode: M = 16 in a 64-row block) publish nothing. The accumulator registers are only read, by predicated
-// stores: writing them, or reading them under a branch, would make ptxas serialise every wgmma (C7517-C7520).
-#if GN_ACC_KIND != GN_ACC_F16
-GN_DEVICE bool publish_split(const AccReg (&d)[GN_WGMMA_REGS], int4* ws, int* ticket, int splits, int split, int c,
-                             int t, bool live) {
-  constexpr int G = GN_WGMMA_REGS / 4;  // 16-byte groups per thread
-#pragma unroll
-  for (int j = 0; j < G; ++j)
-    store_cg_if(ws + ((i64)split * G + j) * 128 + t, d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3], live);
-  named_barrier(1 + c, 128);  // every thread's stores precede thread 0's release
-  return named_barrier_any(1 + c, 128, t == 0 && ticket_arrive(ticket, splits));
-}
-
-// The last split: the live rows' groups, spread over all 128 threads (M = 16 fills one warp of the 64 rows),
-// BATCH groups per thread at a time so that their loads overlap; then the shared epilogue's masked stores.
-template <class Ep>
-GN_DEVICE void finish_splits(const Ep& ep, const int4* ws, int splits, int t, int row_base, int col_base, int M) {
-  // Each batch costs an L2 round trip; larger batches unroll the stores further (compile time), and beside a
-  // 64 x 256 part's 128 accumulators one group at a time fits. The epilogue is spelt out (row scale, column
-  // terms, put2) rather than Epilogue::store2, whose branches NVVM took seconds to optimise when unrolled.
-  constexpr int G = GN_WGMMA_REGS / 4, BATCH = G > 16 ? 1 : 8;
-  const int owners = 32 * gn_min(gn_max((M - row_base + 15) / 16, 0), 4), items = owners * G;
-  for (int i0 = t; i0 < items; i0 += 128 * BATCH) {
-    typedef typename Select<GN_ACC_KIND == GN_ACC_S32>::type V;
-    typedef typename Select<GN_ACC_KIND == GN_ACC_S32>::wide W;
-    W sum[BATCH][4] = {};
-    for (int s = 0; s < splits; ++s) {
-#pragma unroll
-      for (int b = 0; b < BATCH; ++b) {
-        const int i = i0 + 128 * b, owner = i % owners, j = i / owners;
-        if (i < items) add_wide(sum[b], __ldcg(ws + ((i64)s * G + j) * 128 + owner));
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < BATCH; ++b) {
-      const int i = i0 + 128 * b, owner = i % owners, j = i / owners;
-      if (i >= items) break;
-      const int row = row_base + (owner / 32) * 16 + (owner % 32) / 4, col = col_base + 8 * j + 2 * (owner % 4);
-      if constexpr (GN_OUT_KIND == GN_OUT_S32) {
-        ep.put2(row, col, narrow<V>(sum[b][0]), narrow<V>(sum[b][1]));
-        ep.put2(row + 8, col, narrow<V>(sum[b][2]), narrow<V>(sum[b][3]));
-      } else {
-        float s0, s1, b0, b1;
-        ep.column_terms(col, s0, s1, b0, b1);
-        const float r0 = ep.row_scale(row), r1 = ep.row_scale(row + 8);
-        ep.put2(row, col, (float)narrow<V>(sum[b][0]) * r0 * s0 + b0, (float)narrow<V>(sum[b][1]) * r0 * s1 + b1);
-        ep.put2(row + 8, col, (float)narrow<V>(sum[b][2]) * r1 * s0 + b0, (float)narrow<V>(sum[b][3]) * r1 * s1 + b1);
-      }
-    }
-  }
-}
-#endif
-
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
 // since all of them write into it), and at the end of each tile store the accumulators.
 GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf0, const TmaDesc* map_c, int c_tma,
-                       int c, int t, u8* C, u8* ws, int* tickets, const float* scale_a, const float* scale_b,
+                       int c, int t, u8* C, u8* partial, const float* scale_a, const float* scale_b,
                        const float* bias, int M, int N, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
   setmaxnreg_inc<CONSUMER_REGS>();
   const int warp = t / 32, lane = t % 32;
@@ -293,17 +215,18 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
     wgmma_wait<0>();
     GN_WGMMA_TOUCH(d);
     release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
-    const int row_base = tm * BLOCK_M + c * 64, col_base = tn * BLOCK_N;
-#if GN_ACC_KIND != GN_ACC_F16  // f16 accumulation is never split
-    if (w.splits > 1) {
-      const int slot = ((u % w.tiles) * CLUSTER_M + (int)w.rank) * CONSUMERS + c;  // this consumer's tile part
-      int4* part = (int4*)ws + (i64)slot * w.splits * (GN_WGMMA_REGS / 4) * 128;
-      if (publish_split(d, part, tickets + slot, w.splits, u / w.tiles, c, t, row_base + warp * 16 < M))
-        finish_splits(ep, part, w.splits, t, row_base, col_base, M);
-      continue;
+    const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
+    if (w.splits == 1 && TMA_STORES && c_tma) {
+      store_tile_tma(ep, d, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
+      first = false;
+    } else if (w.splits == 1) {
+      store_tile(ep, d, row0, col0);
+    } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue
+      u8* part = partial + (i64)(u / w.tiles) * M * N * 4;
+      const Epilogue<PARTIAL_KIND> pe{part, scale_a, scale_b, bias, M, N, N, 0, 0, 0,
+                                      Epilogue<PARTIAL_KIND>::pairs_aligned(part, N)};
+      store_tile(pe, d, row0, col0);
     }
-#endif
-    finish_tile(ep, FromRegs{d}, map_c, c_tma, cbuf0, c, t, row_base, col_base, first);
   }
   if (c_tma && t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
 }
@@ -316,13 +239,12 @@ using namespace sm90;
 // 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows. c_tma = 1: tma_c maps C as bytes ([M, N * OUT_BYTES],
 // boxes of 128 bytes x 64 rows, 128-byte swizzle) and the epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER_M. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
-// runs; ws holds 64 x BLOCK_N x 4 bytes per split for every (CTA tile, consumer) and tickets one zeroed int
-// for each (the last split re-arms it), both indexed by (cluster tile x CLUSTER_M + rank) x CONSUMERS + c.
+// runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue.
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
     const __grid_constant__ TmaDesc tma_c, int c_tma, u8* __restrict__ C,
     const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias,
-    u8* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
+    u8* __restrict__ partial, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
     int has_bias) {
   extern __shared__ u8 smem_raw[];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
@@ -380,10 +302,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
       }
     }
   } else {
-    consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, ws, tickets, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
+    consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
             scale_b_mode, has_bias);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
   if constexpr (CLUSTER_M > 1) cluster_sync();
 }
 
+#include "mm_reduce.cuh"

@@ -1,5 +1,5 @@
-// Single-launch split-K fix-up shared by the wgmma GEMM and the W4A16 kernels: the last split of a tile adds
-// every split's partial sums, in split order (deterministic), to finish the tile.
+// Single-launch split-K fix-up shared by the W4A16 kernels: the last split of a tile adds every split's
+// partial sums, in split order (deterministic), to finish the tile.
 #pragma once
 #include "common.cuh"
 
@@ -29,25 +29,6 @@ GN_DEVICE void sum_splits(float* r, const float4* part, i64 stride, int splits, 
   r[1] = sum.y;
   r[2] = sum.z;
   r[3] = sum.w;
-}
-
-// Partials travel as 16-byte vectors of int bits. add_wide: one partial into running sums, floats in fp32 and
-// integers in 64 bits; narrow: an integer sum saturated to int32 (as .satfinite would), a float as is.
-GN_DEVICE int as_bits(float x) { return __float_as_int(x); }
-GN_DEVICE int as_bits(int x) { return x; }
-GN_DEVICE void add_wide(float (&x)[4], int4 p) {
-  x[0] += __int_as_float(p.x), x[1] += __int_as_float(p.y), x[2] += __int_as_float(p.z), x[3] += __int_as_float(p.w);
-}
-GN_DEVICE void add_wide(i64 (&x)[4], int4 p) { x[0] += p.x, x[1] += p.y, x[2] += p.z, x[3] += p.w; }
-template <class V> GN_DEVICE V narrow(float x) { return x; }
-template <class V> GN_DEVICE V narrow(i64 x) { return (V)gn_min(gn_max(x, -2147483648LL), 2147483647LL); }
-
-// 16 bytes to L2 (bypassing L1) when `p` holds, as a predicated instruction rather than a branch.
-template <class T>
-GN_DEVICE void store_cg_if(int4* at, T x0, T x1, T x2, T x3, bool p) {
-  asm volatile("{\n.reg .pred q;\nsetp.ne.u32 q, %5, 0;\n@q st.global.cg.v4.b32 [%0], {%1, %2, %3, %4};\n}\n"
-               ::"l"(at), "r"(as_bits(x0)), "r"(as_bits(x1)), "r"(as_bits(x2)), "r"(as_bits(x3)), "r"((u32)p)
-               : "memory");
 }
 
 // One arrival of the `parts` that share a tile, by one thread after a barrier that follows every thread's

@@ -79,23 +79,28 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
 
 
 # (block_m, block_n, cluster_m): the large tiles in order of preference (the heuristic takes the first whose
-# tile count fills the GPU), then the 64-row tiles for small problems (which choose among all of them).
-SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1), (64, 32, 1))
+# tile count fills the GPU), then the 64-row tiles for small problems. Narrower tiles than 64 columns lose:
+# each pipeline stage costs a round of barrier and wgmma latency, and 4 KB stages of a 64 x 32 tile stream
+# only ~16 GB/s per SM (H200, 16 x 4096 x 14336: 56 us against 37 for 64 x 128 with split-K).
+SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1))
 SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
-_LARGE = SM90_CONFIGS[:3]
+_LARGE, _DECODE = SM90_CONFIGS[:3], SM90_CONFIGS[3]
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
-    """Largest tile that still gives every SM a tile. Otherwise (decode and small-batch shapes, which are
-    memory-bound) the tile whose busiest SM streams the fewest operand rows per K step: ceil(tiles / SMs) x
-    (A rows that exist + block_n), on ties the wider then the shorter tile (fewer tiles; no consumer
-    without rows); split-K then fills what is left."""
+    """Largest tile that still gives every SM a tile. Otherwise: decode (M <= 32) takes 64 x 128 tiles and
+    split-K fills the GPU (its reduction is small for so few rows); small batches (memory-bound) take the
+    tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs) x (A rows that exist
+    + block_n), on ties the wider then the shorter tile, so that they rarely need split-K (whose reduction
+    grows with M)."""
     def tiles(cfg):
         return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
 
     for cfg in _LARGE:
         if tiles(cfg) >= sm_count:
             return cfg
+    if m <= 32:
+        return _DECODE
     return min(SM90_CONFIGS, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                               -cfg.block_n, cfg.block_m))

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from . import runtime, tma
-from .sm80_mm import epilogue_args
-from .split_k import tickets
+from .sm80_mm import epilogue_args, partials, reduce
 from .arch import Arch
 from .dtypes import ACC_KIND, OUT_KIND
 from .runtime import KernelSpec
@@ -16,8 +15,8 @@ from .sm90_config import Sm90Config
 from .variant_table import Variant
 
 STEM = "sm90_mm"
-# sm90_mm's parameters: TMA maps of A, B and C, c_tma, C, scale_a, scale_b, bias, workspace, tickets, 8 ints.
-KINDS = (runtime.MAP,) * 3 + (runtime.INT,) + (runtime.TENSOR,) * 6 + (runtime.INT,) * 8
+# sm90_mm's parameters: TMA maps of A, B and C, c_tma, C, scale_a, scale_b, bias, partial, then 8 ints.
+KINDS = (runtime.MAP,) * 3 + (runtime.INT,) + (runtime.TENSOR,) * 5 + (runtime.INT,) * 8
 
 
 def spec(variant: Variant, out: str, config: Sm90Config) -> KernelSpec:
@@ -33,8 +32,9 @@ class Plan:
     config: Sm90Config
     grid: int       # persistent CTAs
     splits: int
-    parts: int      # split-K: (CTA tile, consumer) pairs, each with a ticket and `splits` workspace slots
+    acc: str
     main: object    # loaded sm90_mm
+    reduce: object  # loaded mm_reduce (split-K only)
     threads: int = 0
     smem_bytes: int = 0
 
@@ -42,34 +42,36 @@ class Plan:
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
              device) -> "Plan":
         cl = config.cluster_m
-        tiles = -(-m // (config.block_m * cl)) * cl * -(-n // config.block_n)  # CTA tiles (clusters rounded up)
-        main = runtime.kernel(spec(variant, out, config), device)
+        units = -(-m // (config.block_m * cl)) * -(-n // config.block_n) * splits
+        s = spec(variant, out, config)
+        main = runtime.kernel(s, device)
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
         resident = sm_count if cl == 1 else tma.max_active_clusters(main, cl, config.threads, config.smem_bytes)
-        return cls(config, min(tiles // cl * splits, resident) * cl, splits, tiles * (config.block_m // 64), main,
-                   config.threads, config.smem_bytes)
+        reduce_kernel = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
+        return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel, config.threads,
+                   config.smem_bytes)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
-        """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output."""
+        """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output. Split-K:
+        raw sums to a [splits, M, N] workspace, then mm_reduce (launched as a programmatic dependent, so it
+        starts as the main kernel's CTAs retire)."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         if scale_a is None and scale_b is None and bias is None:
-            ptrs, flags = (c_ptr, c_ptr, c_ptr), (0, 0, 0)
+            ptrs, flags = [c_ptr] * 3, [0, 0, 0]
         else:
             ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
-        if self.splits > 1:  # 64 x block_n 4-byte sums per split and part; stays in L2
-            ws = torch.empty(self.parts * self.splits * 64 * cfg.block_n, dtype=torch.int32, device=c.device)
-            tk = tickets(c.device, self.parts)
-        else:
-            ws = tk = c_ptr  # unused
+        partial = partials(self.acc, self.splits, m, n, c) if self.splits > 1 else c_ptr
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride) and the
         # tile is whole 128-byte chunks wide.
         item = c.element_size()
-        c_tma = int(c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
+        c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (self.threads, 1, 1),
-                       [map_a, map_b, map_c, c_tma, c_ptr, *ptrs, ws, tk, m, n, k_bytes, ldc, self.splits, *flags],
+                       [map_a, map_b, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc, self.splits, *flags],
                        self.smem_bytes, KINDS, dependent=True)
+        if self.splits > 1:
+            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, dependent=True)

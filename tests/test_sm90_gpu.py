@@ -163,3 +163,16 @@ def test_split_k_integer_fix_up_is_exact_and_saturates():
         _check(c, a64 @ w64.t(), "s32")
     big = torch.full((16, 135_168), 255, dtype=torch.uint8, device=dev)
     assert int(gn_mm.mm(big, big.t(), splits=7).min()) == 2**31 - 1
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_tiles_narrower_than_a_store_chunk_store_directly(out):
+    """A 48-column tile is not whole 128-byte TMA-store chunks wide (64 bf16 / 32 fp32 columns): its results
+    must still be written (direct stores), every column of them."""
+    m, n, k = 130, 200, 300
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, config=gn_mm.Sm90Config.parse("sm90_64x48_s8_g8_c1"))
+    _check(c, a.double() @ w.double().t(), out)

@@ -101,10 +101,3 @@ template <int N> GN_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.w
 template <int N> GN_DEVICE void bulk_wait() { asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory"); }
 // Barrier `id` (1..15; 0 is __syncthreads) among `count` threads: one warpgroup synchronising alone.
 GN_DEVICE void named_barrier(int id, int count) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory"); }
-// A named barrier that also returns whether any of its `count` threads passed v = true (a broadcast).
-GN_DEVICE bool named_barrier_any(int id, int count, bool v) {
-  u32 any;
-  asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-               : "=r"(any) : "r"((u32)v), "r"(id), "r"(count) : "memory");
-  return any;
-}
