@@ -158,7 +158,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         config = _CONFIG_BY_NAME[config]
     wgmma = _wgmma_twin(variant, gpu, config, m, n)
     if wgmma is not None:
-        cfg = config or choose_sm90(m, n, gpu.sm_count)
+        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count)
         cfg.check(gpu.smem_limit)
         if splits is None:
             splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)

@@ -181,7 +181,9 @@ class _Params:
     struct.pack_into (ctypes field assignments cost ~0.1 us each), and the array of pointers into it that
     cuLaunchKernel reads."""
 
-    _FORMAT = {TENSOR: "Q", INT: "i", MAP: "128s"}
+    # An INT slot is 8 bytes wide: the kernel reads its low 4 (little-endian), so any int packs and values in
+    # [2^31, 2^32) keep their bit pattern (e.g. W4A16's packed zero-point nibbles 0x88888888).
+    _FORMAT = {TENSOR: "Q", INT: "q", MAP: "128s"}
 
     def __init__(self, kinds: tuple):
         self.packer = struct.Struct("=" + "".join(self._FORMAT[k] for k in kinds))

@@ -70,8 +70,7 @@ class Sm90Config:
 def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, smem_limit: int = SMEM_LIMIT,
             cap: int | None = None) -> Sm90Config:
     """The config with as many stages as shared memory holds (more stages hide more TMA latency), up to `cap`
-    (default: 8, or 16 for tiles narrower than 128 columns, whose stages carry fewer weight bytes each and which
-    run the memory-bound shapes: decode keeps ~64 KB of weights in flight per SM)."""
+    (default 8, or 16 for tiles narrower than 128 columns, whose stages carry fewer weight bytes each)."""
     stages = cap or (8 if block_n >= 128 else 16)
     while Sm90Config(block_m, block_n, stages, group_m, cluster_m).smem_bytes > smem_limit:
         stages -= 1
@@ -79,21 +78,25 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
 
 
 # (block_m, block_n, cluster_m): the large tiles in order of preference (the heuristic takes the first whose
-# tile count fills the GPU), then the 64-row tiles for small problems. Narrower tiles than 64 columns lose:
-# each pipeline stage costs a round of barrier and wgmma latency, and 4 KB stages of a 64 x 32 tile stream
-# only ~16 GB/s per SM (H200, 16 x 4096 x 14336: 56 us against 37 for 64 x 128 with split-K).
+# tile count fills the GPU), then the 64-row tiles small problems choose among.
 SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1))
 SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
-_LARGE, _DECODE = SM90_CONFIGS[:3], SM90_CONFIGS[3]
+_LARGE, _DECODE, _NARROW = SM90_CONFIGS[:3], SM90_CONFIGS[3], SM90_CONFIGS[4]
+# Every pipeline stage costs a round of barrier and wgmma latency, so a 64-column tile's 8 KB weight stages
+# stream fewer bytes per SM than 128-column ones. It wins only while each CTA's K run is short (no split-K
+# launch to pay for): on the H200, 128 x 4096 x 4096 bf16 15.0 us against 15.2 for 64 x 128 with split-K
+# (fp8 9.1 against 10.8), but 128 x 4096 x 14336 bf16 44.5 against 38.0. Narrower still (64 x 32, 4 KB
+# stages) lost everywhere but M = 64 (16 x 4096 x 14336: 56 us against 35).
+NARROW_MAX_K_BYTES = 16384
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
+def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     """Largest tile that still gives every SM a tile. Otherwise: decode (M <= 32) takes 64 x 128 tiles and
-    split-K fills the GPU (its reduction is small for so few rows); small batches (memory-bound) take the
-    tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs) x (A rows that exist
-    + block_n), on ties the wider then the shorter tile, so that they rarely need split-K (whose reduction
-    grows with M)."""
+    split-K fills the GPU; small batches (memory-bound) take the tile whose busiest SM streams the fewest
+    operand rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the
+    shorter tile (128 x 14336: 112 tiles of 128 x 128 in one wave, 36 us on the H200, rather than 224 of
+    64 x 128 in two, 40.5 us), with 64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
     def tiles(cfg):
         return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
 
@@ -102,5 +105,6 @@ def choose_sm90(m: int, n: int, sm_count: int) -> Sm90Config:
             return cfg
     if m <= 32:
         return _DECODE
-    return min(SM90_CONFIGS, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
-                                              -cfg.block_n, cfg.block_m))
+    candidates = SM90_CONFIGS if k_bytes <= NARROW_MAX_K_BYTES else SM90_CONFIGS[:4]
+    return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
+                                            -cfg.block_n, cfg.block_m))

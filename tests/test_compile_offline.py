@@ -120,7 +120,7 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     from gn_mm import sass, sm90_mm
     from gn_mm.sm90_config import SM90_CONFIGS, choose_sm90
 
-    big = choose_sm90(8192, 8192, 132)
+    big = choose_sm90(8192, 8192, 8192, 132)
     jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:

@@ -169,7 +169,7 @@ def test_split_k_integer_fix_up_is_exact_and_saturates():
 def test_tiles_narrower_than_a_store_chunk_store_directly(out):
     """A 48-column tile is not whole 128-byte TMA-store chunks wide (64 bf16 / 32 fp32 columns): its results
     must still be written (direct stores), every column of them."""
-    m, n, k = 130, 200, 300
+    m, n, k = 130, 200, 312
     dev = torch.device("cuda")
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
     w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
