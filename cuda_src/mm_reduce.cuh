@@ -10,11 +10,6 @@ extern "C" __global__ void __launch_bounds__(256) mm_reduce(
     const u8* __restrict__ partial, u8* __restrict__ C, const float* __restrict__ scale_a,
     const float* __restrict__ scale_b, const float* __restrict__ bias, int M, int N, int ldc, int splits,
     int scale_a_mode, int scale_b_mode, int has_bias) {
-#if __CUDA_ARCH__ >= 900
-  // Launched as a programmatic dependent of the main kernel (sm_90): start as its CTAs retire, read the
-  // partials only once it has completed. A no-op for an ordinary launch.
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
   const int pairs = (N + 1) / 2;
   const i64 idx = (i64)blockIdx.x * blockDim.x + threadIdx.x;
   const int row = (int)(idx / pairs), col = 2 * (int)(idx % pairs);

@@ -82,12 +82,11 @@ def partials(acc: str, splits: int, m: int, n: int, c: torch.Tensor) -> torch.Te
     return torch.empty((splits, m, n), dtype=torch.int32 if acc == "s32" else torch.float32, device=c.device)
 
 
-def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int, dependent: bool = False) -> None:
-    """mm_reduce: sum the partials in split order and run the epilogue into c. `dependent`: launch it as a
-    programmatic dependent of the kernel that wrote the partials (sm_90: it starts as that kernel retires)."""
+def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int) -> None:
+    """mm_reduce: sum the partials in split order and run the epilogue into c."""
     pairs = m * -(-n // 2)
     runtime.launch(kernel, (-(-pairs // 256), 1, 1), (256, 1, 1), [partial, c, *ptrs, m, n, c.stride(0), splits, *flags],
-                   0, REDUCE_KINDS, dependent)
+                   0, REDUCE_KINDS)
 
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,

@@ -54,8 +54,7 @@ class Plan:
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
         """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output. Split-K:
-        raw sums to a [splits, M, N] workspace, then mm_reduce (launched as a programmatic dependent, so it
-        starts as the main kernel's CTAs retire)."""
+        raw sums to a [splits, M, N] workspace, then mm_reduce."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
@@ -74,4 +73,4 @@ class Plan:
                        [map_a, map_b, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc, self.splits, *flags],
                        self.smem_bytes, KINDS, dependent=True)
         if self.splits > 1:
-            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, dependent=True)
+            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)
