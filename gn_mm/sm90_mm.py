@@ -35,8 +35,8 @@ class Plan:
     acc: str
     main: object    # loaded sm90_mm
     reduce: object  # loaded mm_reduce (split-K only)
-    threads: int = 0
-    smem_bytes: int = 0
+    threads: int    # config.threads and config.smem_bytes, read on every launch
+    smem_bytes: int
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
