@@ -92,19 +92,22 @@ NARROW_MAX_K_BYTES = 16384
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
-    """Largest tile that still gives every SM a tile. Otherwise: decode (M <= 32) takes 64 x 128 tiles and
-    split-K fills the GPU; small batches (memory-bound) take the tile whose busiest SM streams the fewest
-    operand rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the
-    shorter tile (128 x 14336: 112 tiles of 128 x 128 in one wave, 36 us on the H200, rather than 224 of
-    64 x 128 in two, 40.5 us), with 64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
-    def tiles(cfg):
+    """Decode (M <= 32): 64 x 128 tiles, split-K filling the GPU when they are too few. Otherwise the largest
+    tile whose real tiles give every SM one (128-row tiles only for M > 64, 2-CTA clusters only over two or
+    more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small batches, memory-bound) the tile whose busiest SM streams the fewest operand
+    rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the shorter
+    tile (128 x 14336: 112 tiles of 128 x 128, 36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with
+    64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
+    def tiles(cfg):  # CTAs, a cluster's idle ones included
         return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
 
-    for cfg in _LARGE:
-        if tiles(cfg) >= sm_count:
-            return cfg
     if m <= 32:
         return _DECODE
+    if m > 64:
+        for cfg in _LARGE:
+            rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
+            if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
+                return cfg
     candidates = SM90_CONFIGS if k_bytes <= NARROW_MAX_K_BYTES else SM90_CONFIGS[:4]
     return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                             -cfg.block_n, cfg.block_m))
