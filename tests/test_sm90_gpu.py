@@ -126,11 +126,10 @@ def test_split_k_every_config(cfg, splits):
 
 @pytest.mark.parametrize("cfg", [SM90_CONFIGS[0], SM90_CONFIGS[-1]], ids=[SM90_CONFIGS[0].name, SM90_CONFIGS[-1].name])
 @pytest.mark.parametrize("m", [16, 33])
-def test_split_k_fix_up_is_deterministic_in_graphs_and_both_epilogues(cfg, m):
-    """Split-K stays one launch: the tile's last split adds every split's sums in split order. The result must
-    not depend on which split arrives last (bit-identical runs), the tickets must re-arm themselves (graph
-    replays), and an out= view whose rows are not 16-byte aligned must get the same values and nothing past
-    its columns. m = 16 / 33 leave whole warps' rows past M (they skip the workspace)."""
+def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
+    """Split-K (raw sums per split, then mm_reduce adds them in split order): bit-identical across runs and
+    graph replays, and an out= view whose rows are not 16-byte aligned gets the same values and nothing past
+    its columns. m = 16 / 33 leave whole 64-row blocks and warps past M."""
     n, k, splits = 1000, 5000, 6
     dev = torch.device("cuda")
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
@@ -153,7 +152,7 @@ def test_split_k_fix_up_is_deterministic_in_graphs_and_both_epilogues(cfg, m):
         assert torch.equal(out, first)
 
 
-def test_split_k_integer_fix_up_is_exact_and_saturates():
+def test_split_k_integers_are_exact_and_saturate():
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME["s8"], 70, 9000, dev)
     w, w64 = _rand(BY_NAME["u8"], 300, 9000, dev)
