@@ -38,11 +38,12 @@ class Sm90Config:
 
     block_k_bytes = ROW_BYTES  # K bytes per stage (what the split-K heuristic counts)
 
-    @property
+    # Cached (read on every launch); a frozen dataclass still takes a cached_property in its __dict__.
+    @functools.cached_property
     def threads(self) -> int:
         return 128 * (1 + self.block_m // 64)
 
-    @property
+    @functools.cached_property
     def smem_bytes(self) -> int:
         # stages of A and B tiles, the epilogue's two 8 KB chunk buffers per consumer, 1 KB of alignment
         # slack, two mbarriers per stage
@@ -81,7 +82,7 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
 # tile count fills the GPU), then the 64-row tiles small problems choose among.
 SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1))
 SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
-_LARGE, _DECODE, _NARROW = SM90_CONFIGS[:3], SM90_CONFIGS[3], SM90_CONFIGS[4]
+_LARGE, _DECODE = SM90_CONFIGS[:3], SM90_CONFIGS[3]
 # Every pipeline stage costs a round of barrier and wgmma latency, so a 64-column tile's 8 KB weight stages
 # stream fewer bytes per SM than 128-column ones. It wins only while each CTA's K run is short (no split-K
 # launch to pay for): on the H200, 128 x 4096 x 4096 bf16 15.0 us against 15.2 for 64 x 128 with split-K
@@ -94,8 +95,8 @@ NARROW_MAX_K_BYTES = 16384
 def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     """Decode (M <= 32): 64 x 128 tiles, split-K filling the GPU when they are too few. Otherwise the largest
     tile whose real tiles give every SM one (128-row tiles only for M > 64, 2-CTA clusters only over two or
-    more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small batches, memory-bound) the tile whose busiest SM streams the fewest operand
-    rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the shorter
+    more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small
+    batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the shorter
     tile (128 x 14336: 112 tiles of 128 x 128, 36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with
     64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
@@ -108,6 +109,6 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return cfg
-    candidates = SM90_CONFIGS if k_bytes <= NARROW_MAX_K_BYTES else SM90_CONFIGS[:4]
+    candidates = SM90_CONFIGS if k_bytes <= NARROW_MAX_K_BYTES else SM90_CONFIGS[:-1]  # the last: 64 x 64
     return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                             -cfg.block_n, cfg.block_m))

@@ -35,8 +35,6 @@ class Plan:
     acc: str
     main: object    # loaded sm90_mm
     reduce: object  # loaded mm_reduce (split-K only)
-    threads: int    # config.threads and config.smem_bytes, read on every launch
-    smem_bytes: int
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
@@ -48,8 +46,7 @@ class Plan:
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
         resident = sm_count if cl == 1 else tma.max_active_clusters(main, cl, config.threads, config.smem_bytes)
         reduce_kernel = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
-        return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel, config.threads,
-                   config.smem_bytes)
+        return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
@@ -59,18 +56,15 @@ class Plan:
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
-        if scale_a is None and scale_b is None and bias is None:
-            ptrs, flags = [c_ptr] * 3, [0, 0, 0]
-        else:
-            ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
-        partial = partials(self.acc, self.splits, m, n, c) if self.splits > 1 else c_ptr
+        ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
+        partial = partials(self.acc, self.splits, m, n, c)
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride) and the
         # tile is whole 128-byte chunks wide.
         item = c.element_size()
         c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
-        runtime.launch(self.main, (self.grid, 1, 1), (self.threads, 1, 1),
+        runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc, self.splits, *flags],
-                       self.smem_bytes, KINDS, dependent=True)
+                       cfg.smem_bytes, KINDS, dependent=True)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)
