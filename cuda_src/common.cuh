@@ -20,6 +20,10 @@ typedef long long i64;
 #define GN_OUT_F32 2
 #define GN_OUT_S32 3
 
+// Pick<C, T, F>::type is T when C holds, else F (std::conditional without the standard library).
+template <bool C, class T, class F> struct Pick { typedef T type; };
+template <class T, class F> struct Pick<false, T, F> { typedef F type; };
+
 template <class T> GN_DEVICE T gn_min(T a, T b) { return a < b ? a : b; }
 template <class T> GN_DEVICE T gn_max(T a, T b) { return a > b ? a : b; }
 

@@ -4,9 +4,12 @@
 // The kernel never looks at element types: it moves bytes of K. Every mma.sync variant consumes 32 bytes of
 // K per instruction with the same register layout, so one pipeline serves bf16, f16, tf32, fp8, int8 and int4.
 //
-// Pipeline: NUM_STAGES-deep cp.async ring of (BLOCK_M + BLOCK_N) x BLOCK_K_BYTES tiles in XOR-swizzled
-// shared memory -> ldmatrix.x4 fragments -> mma.sync into register accumulators -> register epilogue
-// (fp32 scales per tensor / row / column, bias) with every store masked against M and N.
+// Pipeline: NUM_STAGES-deep ring of (BLOCK_M + BLOCK_N) x BLOCK_K_BYTES tiles in XOR-swizzled shared memory
+// -> ldmatrix.x4 fragments -> mma.sync into register accumulators -> register epilogue (fp32 scales per
+// tensor / row / column, bias) with every store masked against M and N. The ring is filled by cp.async
+// (every thread copies 16-byte chunks) or, on sm_90 (TMA_LOADS), by one thread's TMA loads completing on an
+// mbarrier per slot: the XOR swizzle below is TMA's 64- and 128-byte swizzle, so both fill the same layout,
+// and the other threads spend no instructions or LSU slots on copies.
 
 // Header section: defaults so that editors can parse this file. gn_mm replaces everything above the marker
 // with a header rendered from codegen/sm80_mm.j2.
@@ -18,9 +21,11 @@ constexpr int ELEM_BITS = 16;
 constexpr int BLOCK_M = 128, BLOCK_N = 128, BLOCK_K = 64, BLOCK_K_BYTES = 128;
 constexpr int NUM_WARP_M = 2, NUM_WARP_N = 2, NUM_STAGES = 4, GROUP_M = 8;
 constexpr int MIN_BLOCKS = 1;  // __launch_bounds__ hint (0: none); see gn_mm/sm80_mm.py
+constexpr bool TMA_LOADS = false;
 // ---- kernel ----
 #include "ptx/copy.cuh"
 #include "ptx/mma.cuh"
+#include "ptx/tma.cuh"
 #include "epilogue.cuh"
 
 namespace sm80 {
@@ -85,6 +90,81 @@ struct TileLoader {
   }
 };
 
+// The ring's two fills behind one interface. issue(kt): start tile kt of this split into slot kt % NUM_STAGES
+// (nothing past the split). wait(kt): return once tile kt may be read. release(kt): this warp has read tile
+// kt (every fragment it loaded from it has been consumed by an MMA). Both are built from the same arguments:
+// the operands as maps and as pointers, this CTA's tile and split.
+
+// cp.async: every thread copies its chunks; wait() ends in a CTA barrier, after which every warp has also
+// finished the tile two behind, whose slot the next issue() refills.
+struct CpAsyncPipe {
+  TileLoader<BLOCK_M> a;
+  TileLoader<BLOCK_N> b;
+  u32 smem0;
+  int kt0, k_tiles, k_bytes;
+  GN_DEVICE CpAsyncPipe(const TmaDesc*, const TmaDesc*, const u8* A, const u8* B, int lda, int ldb, int M, int N,
+                        int m0, int n0, int kt0_, int k_tiles_, int k_bytes_, u32 smem0_, int tid)
+      : a(A + (i64)m0 * lda, lda, M - m0, tid), b(B + (i64)n0 * ldb, ldb, N - n0, tid), smem0(smem0_), kt0(kt0_),
+        k_tiles(k_tiles_), k_bytes(k_bytes_) {}
+  GN_DEVICE void issue(int kt) const {
+    if (kt < k_tiles) {
+      const u32 s = smem0 + (kt % NUM_STAGES) * STAGE_BYTES;
+      a.load(s, kt0 + kt, k_bytes);
+      b.load(s + A_TILE, kt0 + kt, k_bytes);
+    }
+    cp_async_commit();  // always, so group counting stays uniform at the tail
+  }
+  GN_DEVICE void wait(int) const {
+    cp_async_wait<NUM_STAGES - 2>();
+    __syncthreads();
+  }
+  GN_DEVICE void release(int, int) const {}
+  GN_DEVICE void drain() const { cp_async_wait<0>(); }
+};
+
+// TMA: thread 0 issues both boxes of a tile once every warp has released the slot's previous tile ("empty"
+// mbarrier, one arrival per warp); the slot's "full" mbarrier completes when the boxes' bytes have landed
+// (rows past M / N and bytes past K arrive as zeros). No CTA barrier in the main loop: warps drift freely
+// and only thread 0 ever waits for the slowest. The barriers sit after the ring; thread 0 initialises them
+// in the constructor, and a __syncthreads must follow.
+struct TmaPipe {
+  const TmaDesc* map_a;
+  const TmaDesc* map_b;
+  u32 smem0, full0, empty0;
+  int kt0, k_tiles, m0, n0;
+  bool leader;
+  GN_DEVICE TmaPipe(const TmaDesc* ma, const TmaDesc* mb, const u8*, const u8*, int, int, int, int, int m0_, int n0_,
+                    int kt0_, int k_tiles_, int, u32 smem0_, int tid)
+      : map_a(ma), map_b(mb), smem0(smem0_), full0(smem0_ + NUM_STAGES * STAGE_BYTES),
+        empty0(full0 + 8 * NUM_STAGES), kt0(kt0_), k_tiles(k_tiles_), m0(m0_), n0(n0_), leader(tid == 0) {
+    if (leader) {
+      for (int s = 0; s < NUM_STAGES; ++s) {
+        mbar_init(full0 + 8 * s, 1);
+        mbar_init(empty0 + 8 * s, NUM_THREADS / 32);
+      }
+      mbar_fence_init();
+    }
+  }
+  GN_DEVICE void issue(int kt) const {
+    if (leader && kt < k_tiles) {
+      const int s = kt % NUM_STAGES;
+      if (kt >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((kt / NUM_STAGES) + 1) & 1);  // tile kt - NUM_STAGES read
+      const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
+      mbar_arrive_expect_tx(full, STAGE_BYTES);
+      tma_load_2d(stage, map_a, (kt0 + kt) * BLOCK_K_BYTES, m0, full);
+      tma_load_2d(stage + A_TILE, map_b, (kt0 + kt) * BLOCK_K_BYTES, n0, full);
+    }
+  }
+  GN_DEVICE void wait(int kt) const {
+    if (kt < k_tiles) mbar_wait(full0 + 8 * (kt % NUM_STAGES), (kt / NUM_STAGES) & 1);
+  }
+  GN_DEVICE void release(int kt, int lane) const {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty0 + 8 * (kt % NUM_STAGES));
+  }
+  GN_DEVICE void drain() const {}
+};
+
 // A and B fragments of k-step ks of one stage. Row r's chunk c sits at chunk c ^ swizzle(r); rows 16 apart
 // share a swizzle, so the lane's own (chunk ^ swizzle) = c is fixed and chunk 2 ks + c' maps to (2 ks) ^ c.
 GN_DEVICE void load_frag_a(u32 (&af)[MI][4], u32 stage, int ks, int a_row, int a_c) {
@@ -144,25 +224,27 @@ GN_DEVICE void store_fragments(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::
 
 using namespace sm80;
 
-// A, B, C are byte pointers; lda and ldb are row strides in bytes, ldc in elements of C; k_bytes is K in
-// bytes. scale_a: [1] or [M] fp32, scale_b: [1] or [N] fp32 (mode 0 none, 1 per tensor, 2 per row/column);
+// tma_a / tma_b (TMA_LOADS only): byte-typed maps of A [M, k_bytes] and B [N, k_bytes] in boxes of
+// BLOCK_K_BYTES x BLOCK_M / BLOCK_N rows, swizzled by BLOCK_K_BYTES; otherwise unused (any bytes).
+// A, B, C are byte pointers (A and B unused with TMA_LOADS); lda and ldb are row strides in bytes, ldc in
+// elements of C; k_bytes is K in bytes. scale_a: [1] or [M] fp32, scale_b: [1] or [N] fp32 (mode 0 none, 1 per tensor, 2 per row/column);
 // bias: [N] fp32. Unused pointers may be any valid address.
 // Split-K: gridDim.y CTAs share each output tile, blockIdx.y taking an equal run of K tiles; each writes its
 // raw sums to partial[blockIdx.y] ([M, N], 4-byte values) and mm_reduce finishes the epilogue.
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
-    const u8* __restrict__ A, const u8* __restrict__ B, u8* __restrict__ C, const float* __restrict__ scale_a,
-    const float* __restrict__ scale_b, const float* __restrict__ bias, u8* __restrict__ partial, int M, int N,
-    int k_bytes, int lda, int ldb, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
-  extern __shared__ __align__(128) u8 smem[];
+    const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b, const u8* __restrict__ A,
+    const u8* __restrict__ B, u8* __restrict__ C, const float* __restrict__ scale_a, const float* __restrict__ scale_b,
+    const float* __restrict__ bias, u8* __restrict__ partial, int M, int N, int k_bytes, int lda, int ldb, int ldc,
+    int scale_a_mode, int scale_b_mode, int has_bias) {
+  extern __shared__ __align__(128) u8 smem_raw[];
+  // Swizzled TMA boxes need 1024-byte aligned slots; the host allocates 1 KB of slack (and the barriers).
+  const u32 smem0 = TMA_LOADS ? (smem_u32(smem_raw) + 1023) & ~1023u : smem_u32(smem_raw);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp / NUM_WARP_N, warp_n = warp % NUM_WARP_N;
 
   int tile_m, tile_n;
   raster(M, N, tile_m, tile_n);
   const int m0 = tile_m * BLOCK_M, n0 = tile_n * BLOCK_N;
-  const u8* a_tile = A + (i64)m0 * lda;
-  const u8* b_tile = B + (i64)n0 * ldb;
-  const u32 smem0 = smem_u32(smem);
 
   AccReg acc[MI][NI][MmaOp::REGS];
 #pragma unroll
@@ -176,34 +258,21 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
   const int per_split = (k_tiles_total + gridDim.y - 1) / gridDim.y;
   const int kt0 = blockIdx.y * per_split;  // the host makes every split non-empty
   const int k_tiles = gn_min(per_split, k_tiles_total - kt0);
-  const TileLoader<BLOCK_M> load_a(a_tile, lda, M - m0, tid);
-  const TileLoader<BLOCK_N> load_b(b_tile, ldb, N - n0, tid);
-  // Tile kt of this split (slot kt % NUM_STAGES). A macro, not a lambda: a by-reference capture of the
-  // loaders can leave them in local memory on small tiles.
-#define GN_LOAD_STAGE(kt)                                              \
-  do {                                                                 \
-    const u32 s_ = smem0 + ((kt) % NUM_STAGES) * STAGE_BYTES;          \
-    load_a.load(s_, kt0 + (kt), k_bytes);                              \
-    load_b.load(s_ + A_TILE, kt0 + (kt), k_bytes);                     \
-  } while (0)
-
-  // Prologue: fill NUM_STAGES - 1 stages. Always commit, so group counting stays uniform at the tail.
+  // Prologue: fill NUM_STAGES - 1 stages.
+  typedef typename Pick<TMA_LOADS, TmaPipe, CpAsyncPipe>::type Pipe;
+  const Pipe pipe(&tma_a, &tma_b, A, B, lda, ldb, M, N, m0, n0, kt0, k_tiles, k_bytes, smem0, tid);
+  if constexpr (TMA_LOADS) __syncthreads();  // the barriers exist before anyone waits on them
 #pragma unroll
-  for (int s = 0; s < NUM_STAGES - 1; ++s) {
-    if (s < k_tiles) GN_LOAD_STAGE(s);
-    cp_async_commit();
-  }
+  for (int s = 0; s < NUM_STAGES - 1; ++s) pipe.issue(s);
 
   // ldmatrix addresses. A: lanes 0-15 give rows, lanes 16-31 the same rows' next 16-byte chunk.
   // B: lanes pick (n 0-7 | 8-15) x (chunk 0 | 1) in the order b0, b1 of fragment j, then of j + 1.
   const int a_row = warp_m * WARP_M + lane % 16, b_row = warp_n * WARP_N + lane % 8 + (lane / 16) * 8;
   const int a_c = (lane / 16) ^ swizzle(a_row), b_c = ((lane / 8) % 2) ^ swizzle(b_row);
   // Software pipeline: fragments of k-step ks + 1 are loaded before the MMAs of ks; on the last k-step
-  // of a tile the next tile is waited for first. One barrier per tile: after it, every warp has read the
-  // tile two behind, so its slot takes the next global load.
+  // of a tile the next tile is waited for first.
   u32 af[2][MI][4], bf[2][NI][2];
-  cp_async_wait<NUM_STAGES - 2>();
-  __syncthreads();
+  pipe.wait(0);
   u32 stage = smem0;
   load_frag_a(af[0], stage, 0, a_row, a_c);
   load_frag_b(bf[0], stage, 0, b_row, b_c);
@@ -211,13 +280,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
   for (int kt = 0; kt < k_tiles; ++kt) {
 #pragma unroll
     for (int ks = 0; ks < KSTEPS; ++ks) {
-      if (ks == 0) {
-        if (kt + NUM_STAGES - 1 < k_tiles) GN_LOAD_STAGE(kt + NUM_STAGES - 1);
-        cp_async_commit();
-      }
+      if (ks == 0) pipe.issue(kt + NUM_STAGES - 1);
       if (ks == KSTEPS - 1) {
-        cp_async_wait<NUM_STAGES - 2>();
-        __syncthreads();
+        pipe.wait(kt + 1);
         stage = smem0 + ((kt + 1) % NUM_STAGES) * STAGE_BYTES;
       }
       const int next = (ks + 1) % KSTEPS;  // on the last k-step: k-step 0 of the next tile
@@ -232,8 +297,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
           MmaOp::run(acc[i][j], af[ks % 2][i], bf[ks % 2][j]);
         }
     }
+    pipe.release(kt, lane);
   }
-  cp_async_wait<0>();
+  pipe.drain();
 
   // Epilogue straight from registers. Thread (g = lane / 4, t = lane % 4) holds rows g and g + 8 of each
   // fragment, columns 2t and 2t + 1.

@@ -65,10 +65,6 @@ GN_DEVICE void raster(int t, int grid_m, int grid_n, int& tile_m, int& tile_n) {
   tile_n = (t % width) / group_rows;
 }
 
-// int values for exact int32 outputs, floats otherwise.
-template <bool INT> struct Select { typedef float type; };
-template <> struct Select<true> { typedef int type; };
-
 // The four accumulators of 8-column group j: (row, 8j + 2(l%4) + {0, 1}) in v[0..1], row + 8 in v[2..3].
 // wgmma's m64nN layout: warp w of the warpgroup owns rows 16w..16w+15; lane l holds rows l/4 and l/4 + 8.
 template <class V>
@@ -129,7 +125,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
     for (int jj = 0; jj < CHUNK_COLS / 8; ++jj) {
       const int j = q * (CHUNK_COLS / 8) + jj;
       const int byte = (8 * jj + 2 * (lane % 4)) * OUT_BYTES;  // within the chunk's 128-byte row
-      typedef typename Select<GN_OUT_KIND == GN_OUT_S32>::type V;
+      typedef typename Pick<GN_OUT_KIND == GN_OUT_S32, int, float>::type V;  // exact int32 outputs
       V v[4];
       float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
       group_values(d, j, v);

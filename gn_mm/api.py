@@ -37,7 +37,8 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
       B ([N]); out = (A @ B) * scale_a * scale_b + bias, computed in fp32.
     bias: [N], any float output.
     config: a gn_mm.Sm90Config (wgmma, sm_90 only) or gn_mm.Sm80Config (mma.sync), or its name, to override
-      the heuristic; the config's family is the kernel that runs.
+      the heuristic; the config's family is the kernel that runs. "mma.sync" or "wgmma": that family with
+      its heuristic config (mma.sync on sm_90 runs the sm_80 kernel, e.g. to compare the two).
     splits: K splits (split-K) to override the heuristic, which splits only when the output tiles cannot fill
       the GPU; never with f16 accumulation.
     out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
@@ -157,6 +158,8 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if isinstance(config, str) and config in _CONFIG_BY_NAME:
         config = _CONFIG_BY_NAME[config]
     wgmma = _wgmma_twin(variant, gpu, config, m, n)
+    if config in FAMILIES:
+        config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
         cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count)
         cfg.check(gpu.smem_limit)
@@ -175,13 +178,16 @@ runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
 
 
+FAMILIES = ("mma.sync", "wgmma")  # config values that pick a kernel family and leave the config to it
+
+
 def _wgmma_twin(variant: Variant, gpu: _Gpu, config, m: int, n: int) -> Variant | None:
-    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config asks for mma.sync or
-    the problem is int4 and too small for unpacking to pay."""
-    if isinstance(config, Sm90Config):
+    """The wgmma variant to run instead of `variant`: on sm_90, unless an Sm80Config or "mma.sync" asks for
+    mma.sync or the problem is int4 and too small for unpacking to pay."""
+    if isinstance(config, Sm90Config) or config == "wgmma":
         if gpu.arch.cc != 90:
-            raise ArchError(f"config: {config.name} is a wgmma config, which needs sm_90; {gpu.name} is "
-                            f"{gpu.arch.name}")
+            name = config if config == "wgmma" else f"{config.name} is a wgmma config, which"
+            raise ArchError(f"config: {name} needs sm_90; {gpu.name} is {gpu.arch.name}")
     elif config is not None or gpu.arch.cc != 90:
         return None
     twin = find_path(variant.a, variant.b, variant.acc, "wgmma")  # every mma.sync variant has a wgmma twin
@@ -303,7 +309,7 @@ def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int
     ld = x.stride(rows_dim) * item if x.size(rows_dim) > 1 else 16
     if x.data_ptr() % 16:
         raise LayoutError(f"{name}: data pointer is not 16-byte aligned (offset {x.data_ptr() % 16}); "
-                          "cp.async reads 16-byte chunks; pass a tensor that starts on a 16-byte boundary")
+                          "the kernels read 16-byte chunks; pass a tensor that starts on a 16-byte boundary")
     if ld % 16:
         raise LayoutError(f"{name}: K-contiguous rows are {ld} bytes apart, not a multiple of 16; "
                           f"pad K to a multiple of {128 // e.bits} values or use a row stride that is")
@@ -313,8 +319,8 @@ def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int
 def _unpack_int4_pays(m: int, n: int, config) -> bool:
     """Unpacking int4 for the s8 wgmma reads and writes both operands once more; it pays when the product has
     enough work per operand byte (measured on an H200: 9-17x the emulated s4 mma.sync at 4096^3..8192^3, a
-    loss at M = 128). An explicit Sm90Config always takes the wgmma path."""
-    return isinstance(config, Sm90Config) or min(m, n) >= 512
+    loss at M = 128). An explicit Sm90Config or "wgmma" always takes the wgmma path."""
+    return isinstance(config, Sm90Config) or config == "wgmma" or min(m, n) >= 512
 
 
 def _unpack_rows(packed: torch.Tensor, k: int, e: Elem) -> tuple[torch.Tensor, int]:
@@ -354,10 +360,10 @@ def _check_splits(splits, k_bytes: int, cfg, variant: Variant) -> int:
 
 def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
     if config is None:
-        return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc_bits)
+        return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc)
     if isinstance(config, str):
         if config not in _CONFIG_BY_NAME:
-            raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(_CONFIG_BY_NAME)}")
+            raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(FAMILIES + tuple(_CONFIG_BY_NAME))}")
         config = _CONFIG_BY_NAME[config]
     if not isinstance(config, Sm80Config):
         raise TypeError("config: expected a gn_mm.Sm80Config or a config name")

@@ -9,6 +9,8 @@ Used by scripts/bench.py.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import platform
 from dataclasses import dataclass
 from typing import Callable
@@ -105,10 +107,12 @@ def _nbytes(inputs: dict) -> int:
     return total
 
 
-def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = None) -> dict:
+def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = None, **mm_kwargs) -> dict:
+    """One variant at one shape, ours against the peer; mm_kwargs (e.g. config="mma.sync") reach gn_mm.mm."""
     m, n, k = shape
     first = case.make(m, n, k, device)
     sets = [first] + [case.make(m, n, k, device) for _ in range(rotation_sets(_nbytes(first), device) - 1)]
+    case = dataclasses.replace(case, ours=functools.partial(case.ours, **mm_kwargs)) if mm_kwargs else case
     ours = case.ours(first)
     row = {"variant": case.name, "m": m, "n": n, "k": k, "peer": case.peer_name, "sets": len(sets)}
     to = None  # our timing: taken together with the peer's when there is one
@@ -154,14 +158,14 @@ def s4_ceiling(device) -> float:
     return microbench.mma_ceiling(v, device)["tflops"]
 
 
-def run(names, shapes, device="cuda", reps: int = 30, progress=None) -> dict:
+def run(names, shapes, device="cuda", reps: int = 30, progress=None, **mm_kwargs) -> dict:
     device = torch.device(device)
     ceilings = {CASES["s4"].name: s4_ceiling(device)} if "s4" in names else {}
     jobs = [(CASES[nm], s) for nm in names for s in shapes]
     rows = []
     for case, shape in (progress(jobs) if progress else jobs):
         try:
-            rows.append(run_case(case, shape, device, reps, ceilings))
+            rows.append(run_case(case, shape, device, reps, ceilings, **mm_kwargs))
         except Exception as exc:  # one failing case must not hide the others; it is reported
             rows.append({"variant": case.name, "m": shape[0], "n": shape[1], "k": shape[2],
                          "error": f"{type(exc).__name__}: {exc}"})
@@ -171,7 +175,9 @@ def run(names, shapes, device="cuda", reps: int = 30, progress=None) -> dict:
 
 def markdown(result: dict) -> str:
     env = result["environment"]
-    lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}", "",
+    family = result.get("family", "auto")
+    lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}"
+             + ("" if family == "auto" else f"; gn_mm kernels: {family}"), "",
              "| variant | M | N | K | gn_mm TFLOP/s | peer | peer TFLOP/s | ratio |", "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "error" in r and "ours_tflops" not in r:
@@ -203,6 +209,8 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", choices=["square", "llm", "all"], default="all")
     p.add_argument("--quick", action="store_true", help="4096^3 only, fewer repetitions")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--family", choices=["auto", "mma.sync", "wgmma"], default="auto",
+                   help="kernel family gn_mm runs (auto: wgmma on sm_90, mma.sync elsewhere)")
     p.add_argument("--out", default="gn_mm_bench", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
     unknown = [v for v in args.variants.split(",") if v not in CASES]
@@ -215,8 +223,10 @@ def main(argv=None) -> int:
     shapes = {"square": SQUARE, "llm": LLM, "all": tuple(dict.fromkeys(SQUARE + LLM))}[args.shapes]
     if args.quick:
         shapes, args.reps = SQUARE[:1], 10
+    kw = {} if args.family == "auto" else {"config": args.family}
     result = run(args.variants.split(","), shapes, reps=args.reps,
-                 progress=lambda jobs: report.progress_bar(jobs, "bench"))
+                 progress=lambda jobs: report.progress_bar(jobs, "bench"), **kw)
+    result["family"] = args.family
     written = save(result, args.out)
     print(markdown(result))
     print("wrote " + ", ".join(written))

@@ -32,8 +32,8 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
             if arch.cc < v.min_arch or (variant_filter and v.a not in variant_filter and v.name not in variant_filter):
                 continue
             emulated = arch.cc in v.emulated_on
-            configs = (sm80_candidates(arch, emulated=emulated, acc_bits=v.acc_bits) if all_configs
-                       else [choose_sm80(8192, 8192, arch, 132, emulated=emulated, acc_bits=v.acc_bits)])
+            configs = (sm80_candidates(arch, emulated=emulated, acc=v.acc) if all_configs
+                       else [choose_sm80(8192, 8192, arch, 132, emulated=emulated, acc=v.acc)])
             for cfg in configs:
                 for out in v.outs:
                     jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name},

@@ -49,7 +49,8 @@ class Sm80Config:
 
     @property
     def smem_bytes(self) -> int:
-        return self.stages * (self.block_m + self.block_n) * self.block_k_bytes
+        """The ring, 1 KB of slack to align it for swizzled TMA boxes, and two mbarriers per slot."""
+        return self.stages * (self.block_m + self.block_n) * self.block_k_bytes + 1024 + 16 * self.stages
 
     def check(self, arch: Arch, smem_limit: int | None = None) -> None:
         """Raise LayoutError if the kernel cannot be built or launched with this config."""
@@ -97,6 +98,22 @@ SM80_CONFIGS = (
 )
 
 
+# On sm_90 TMA fills the ring (tma_loads), which reorders the ranking: 1-CTA 64-byte-K configs lose most
+# (H200 sweep, benchmarks/results/sm80_tune_h200_tma.json). These go first there, per accumulator kind.
+TMA_FIRST = {
+    "f16": ("128x256x64B_w2x2_s4_g8", "256x256x64B_w4x2_s4_g8"),
+    "f32": ("128x256x128B_w2x4_s4_g8", "256x128x128B_w4x2_s4_g8"),
+    "s32": ("128x128x128B_w2x2_s3_g8", "256x128x128B_w4x2_s4_g8", "128x256x128B_w2x4_s3_g8"),
+}
+
+
+def tma_loads(arch: Arch) -> bool:
+    """Whether sm80_mm fills its ring by TMA: on sm_90 (measured there: one thread's bulk copies instead of
+    every thread's cp.async chunks). sm_120 has TMA too, but it is untested hardware here and ptxas gives
+    that build a stack frame: cp.async."""
+    return arch.cc == 90
+
+
 def max_warp_tile(acc_bits: int = 32, emulated: bool = False) -> int:
     """Largest warp tile (C elements per warp) whose accumulators and double-buffered fragments fit the
     255-register cap: 64x64 with 32-bit accumulators, twice that with f16 ones, half of it for
@@ -105,11 +122,16 @@ def max_warp_tile(acc_bits: int = 32, emulated: bool = False) -> int:
 
 
 def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = False,
-                    acc_bits: int = 32) -> list[Sm80Config]:
-    """The configs that fit this arch's shared memory and the register budget."""
-    max_tile = max_warp_tile(acc_bits, emulated)
+                    acc: str = "f32") -> list[Sm80Config]:
+    """The configs that fit this arch's shared memory and the register budget for accumulator kind `acc`
+    (f32, f16, s32), in order of preference."""
+    max_tile = max_warp_tile(16 if acc == "f16" else 32, emulated)
+    order = SM80_CONFIGS
+    if tma_loads(arch):
+        first = [c for name in TMA_FIRST.get(acc, ()) for c in SM80_CONFIGS if c.name == name]
+        order = tuple(first) + tuple(c for c in SM80_CONFIGS if c not in first)
     out = []
-    for c in SM80_CONFIGS:
+    for c in order:
         if c.warp_tile > max_tile:
             continue
         try:
@@ -122,9 +144,9 @@ def sm80_candidates(arch: Arch, smem_limit: int | None = None, emulated: bool = 
 
 @functools.lru_cache(maxsize=4096)
 def choose_sm80(m: int, n: int, arch: Arch, sm_count: int, smem_limit: int | None = None,
-                emulated: bool = False, acc_bits: int = 32) -> Sm80Config:
+                emulated: bool = False, acc: str = "f32") -> Sm80Config:
     """Largest tile that still gives every SM work; smaller tiles when M or N is small."""
-    fits = sm80_candidates(arch, smem_limit, emulated, acc_bits)
+    fits = sm80_candidates(arch, smem_limit, emulated, acc)
 
     def tiles(c: Sm80Config) -> int:
         return -(-m // c.block_m) * -(-n // c.block_n)

@@ -6,16 +6,18 @@ from dataclasses import dataclass
 
 import torch
 
-from . import runtime
+from . import runtime, tma
 from .arch import Arch
-from .config import Sm80Config
+from .config import Sm80Config, tma_loads
 from .dtypes import ACC_KIND, BY_NAME, OUT_KIND
 from .runtime import KernelSpec
 from .variant_table import Variant
 
 STEM = "sm80_mm"
-# sm80_mm's parameters: A, B, C, scale_a, scale_b, bias, partial, then 9 ints; mm_reduce's: 5 tensors, 7 ints.
-KINDS = (runtime.TENSOR,) * 7 + (runtime.INT,) * 9
+# sm80_mm's parameters: TMA maps of A and B, A, B, C, scale_a, scale_b, bias, partial, then 9 ints; mm_reduce's:
+# 5 tensors, 7 ints.
+KINDS = (runtime.MAP,) * 2 + (runtime.TENSOR,) * 7 + (runtime.INT,) * 9
+NO_MAP = bytes(128)  # the map parameters where cp.async fills the ring (before sm_90)
 REDUCE_KINDS = (runtime.TENSOR,) * 5 + (runtime.INT,) * 7
 
 
@@ -40,8 +42,9 @@ def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSp
         "block_k": config.block_k_bytes * 8 // bits,
         "c": config,
         "min_blocks": min_blocks(variant, config, arch),
+        "tma_loads": tma_loads(arch),
     }
-    # mma.sync needs no arch-specific features: plain sm_XX (sm_90, not sm_90a).
+    # mma.sync and TMA need no arch-specific features: plain sm_XX (sm_90, not sm_90a).
     return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
 
 
@@ -54,12 +57,13 @@ class Plan:
     acc: str
     main: object    # loaded sm80_mm
     reduce: object  # loaded mm_reduce (split-K only)
+    tma: bool       # the kernel reads A and B through tensor maps
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm80Config, splits: int, arch: Arch, device) -> "Plan":
         s = spec(variant, out, config, arch)
         reduce = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
-        return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce)
+        return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce, tma_loads(arch))
 
     def launch(self, a, b, c, **kw) -> None:
         launch(self, a, b, c, **kw)
@@ -101,8 +105,13 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
     partial = partials(plan.acc, splits, m, n, c)
+    map_a = map_b = NO_MAP
+    if plan.tma:
+        bk = cfg.block_k_bytes
+        map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a", box_bytes=bk, swizzle=bk)
+        map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b", box_bytes=bk, swizzle=bk)
     runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
-                   [a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
+                   [map_a, map_b, a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
                    cfg.smem_bytes, KINDS)
     if splits > 1:
         reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)

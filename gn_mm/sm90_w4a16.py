@@ -215,10 +215,10 @@ class Plan:
         gps = 2 if kernel_group_size(w) == 32 else 1
         map_a = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
         map_s = tma.rows_map(w.scales.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "scales",
-                             box_bytes=32 * gps, swizzle=False)
+                             box_bytes=32 * gps, swizzle=0)
         map_z = map_s if w.zeros is None else tma.rows_map(
             w.zeros.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "zeros", box_bytes=32 * gps,
-            swizzle=False)
+            swizzle=0)
         map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, min(cfg.block_m, 64), "out")
         if self.max_parts > 1:
             ws = torch.empty(self.tiles * self.max_parts * cfg.block_m * cfg.block_n, dtype=torch.float32,

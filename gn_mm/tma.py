@@ -12,7 +12,8 @@ import ctypes
 
 from .errors import LayoutError
 
-_UINT8, _INTERLEAVE_NONE, _SWIZZLE_NONE, _SWIZZLE_128B, _L2_PROMOTE_256B, _OOB_ZERO = 0, 0, 0, 3, 3, 0
+_UINT8, _INTERLEAVE_NONE, _L2_PROMOTE_256B, _OOB_ZERO = 0, 0, 3, 0
+_SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}  # CU_TENSOR_MAP_SWIZZLE_NONE / 32B / 64B / 128B
 BOX_BYTES = 128
 
 
@@ -43,9 +44,10 @@ _MAPS_KEPT = 256  # a map is 128 bytes: keep the weights' and recent activations
 
 
 def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand",
-             box_bytes: int = BOX_BYTES, swizzle: bool = True) -> bytes:
+             box_bytes: int = BOX_BYTES, swizzle: int = 128) -> bytes:
     """Tensor map (its 128 bytes) of a K-contiguous [rows, k_bytes] byte matrix at device address `ptr`, in
-    boxes of box_bytes x box_rows (128-byte swizzled, or plain for small side operands such as scales). A
+    boxes of box_bytes x box_rows, swizzled in spans of `swizzle` bytes (128 for wgmma tiles, 64 for 64-byte
+    mma.sync tiles, 0: plain, for small side operands such as scales). A
     map is a pure function of these numbers, so maps are cached by them: encoding costs ~10 us of host time
     per call, and serving calls reuse the same weights and activation buffers."""
     key = (ptr, rows, k_bytes, row_stride, box_rows, box_bytes, swizzle)
@@ -58,7 +60,7 @@ def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, 
 
 
 def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str,
-                 box_bytes: int, swizzle: bool) -> TensorMap:
+                 box_bytes: int, swizzle: int) -> TensorMap:
     if ptr % 16 or row_stride % 16:
         raise LayoutError(f"{name}: TMA needs a 16-byte aligned address and row stride (got {ptr % 16}, {row_stride})")
     tmap = TensorMap()
@@ -67,7 +69,7 @@ def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: i
     box = (ctypes.c_uint32 * 2)(box_bytes, box_rows)
     steps = (ctypes.c_uint32 * 2)(1, 1)
     err = _encoder()(ctypes.byref(tmap), _UINT8, 2, ptr, dims, strides, box, steps, _INTERLEAVE_NONE,
-                     _SWIZZLE_128B if swizzle else _SWIZZLE_NONE, _L2_PROMOTE_256B, _OOB_ZERO)
+                     _SWIZZLE[swizzle], _L2_PROMOTE_256B, _OOB_ZERO)
     if err:
         raise LayoutError(f"{name}: cuTensorMapEncodeTiled failed (CUDA error {err}) for {rows} rows x {k_bytes} "
                           f"bytes, row stride {row_stride}")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [bench] [sol] [sol_quick] [sanitize] [tune] [sanity] [w4a16]
+#   bash scripts/gpu_check.sh [tests] [bench] [bench_mma] [sol] [sol_quick] [sanitize] [tune] [sanity] [w4a16]
 #   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,9 @@ for step in $steps; do
       python3 scripts/tune.py --out "$OUT/tune" 2>&1 | tail -80 || status=1 ;;
     bench)
       python3 scripts/bench.py --out "$OUT/bench" 2>&1 | tail -60 || status=1 ;;
+    bench_mma)  # the mma.sync family where wgmma is the default (sm_90): issue 2's targets
+      python3 scripts/bench.py --family mma.sync --shapes square --out "$OUT/bench_mma_sync" 2>&1 | tail -30 \
+        || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py 2>&1 \

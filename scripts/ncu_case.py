@@ -1,6 +1,6 @@
 """One gn_mm.mm call of a given shape and dtype, for profilers (ncu / nsys):
 
-    ncu --section SpeedOfLight python scripts/ncu_case.py bf16 16 4096 4096
+    ncu --section SpeedOfLight python scripts/ncu_case.py bf16 16 4096 4096 [mma.sync|wgmma]
 """
 
 import sys
@@ -18,5 +18,5 @@ if __name__ == "__main__":
     a = torch.randn(m, k, device="cuda").to(dt) if name != "s8" else torch.randint(-8, 8, (m, k), device="cuda").to(dt)
     w = torch.randn(n, k, device="cuda").to(dt) if name != "s8" else torch.randint(-8, 8, (n, k), device="cuda").to(dt)
     for _ in range(3):
-        gn_mm.mm(a, w.t())
+        gn_mm.mm(a, w.t(), config=sys.argv[5] if len(sys.argv) > 5 else None)
     torch.cuda.synchronize()

@@ -43,7 +43,7 @@ def main() -> int:
             cands = [Sm90Config.parse(c) for c in args.configs.split(",")] if args.configs else list(SM90_CONFIGS)
         else:
             cands = ([config.Sm80Config.parse(c) for c in args.configs.split(",")] if args.configs else
-                     config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits))
+                     config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc=v.acc))
         for cfg in cands:
             todo.append((nm, v, out, cfg))
 

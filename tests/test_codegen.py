@@ -3,7 +3,7 @@ import re
 import jinja2
 import pytest
 
-from gn_mm import codegen, sm80_mm, variant_table as variants
+from gn_mm import codegen, config, sm80_mm, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.config import SM80_CONFIGS
 
@@ -36,6 +36,14 @@ def test_render_replaces_header_and_inlines_includes():
     # The editor defaults above the marker are gone: exactly one definition of each constant.
     assert len(re.findall(r"constexpr int BLOCK_M", src)) == 1
     assert "extern \"C\" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(" in src
+
+
+def test_tma_fills_the_mma_sync_ring_where_the_gpu_has_it():
+    # sm_90 loads A and B by TMA (one thread, swizzled boxes); other GPUs by every thread's cp.async.
+    for cc, tma in ((80, False), (86, False), (89, False), (90, True), (120, False)):
+        src = sm80_mm.spec(BF16, "bf16", SM80_CONFIGS[3], Arch(cc)).source()
+        assert f"constexpr bool TMA_LOADS = {'true' if tma else 'false'};" in src
+        assert config.tma_loads(Arch(cc)) is tma
 
 
 def test_line_directives_point_at_original_files():

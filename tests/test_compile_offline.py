@@ -66,7 +66,7 @@ def test_every_config_compiles_without_spills(arch, fresh_cache):
     jobs = []
     for a, b, acc, out in picks:
         v = variants.find(a, b, acc)
-        for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc_bits=v.acc_bits):
+        for cfg in sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc=v.acc):
             jobs.append(_mm_job(v, out, cfg, arch))
     _assert_clean(_build_all(jobs))
 

@@ -41,10 +41,18 @@ def test_heuristic_picks_legal_configs():
     for arch in (Arch(80), Arch(86), Arch(89), Arch(90), Arch(120)):
         for m, n, k in [(1, 4096, 4096), (16, 14336, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (7, 7, 7)]:
             for emulated in (False, True):
-                for acc_bits in (16, 32):
-                    c = config.choose_sm80(m, n, arch, 132, emulated=emulated, acc_bits=acc_bits)
+                for acc in ("f16", "f32", "s32"):
+                    c = config.choose_sm80(m, n, arch, 132, emulated=emulated, acc=acc)
                     c.check(arch)
-                    assert c.warp_tile <= config.max_warp_tile(acc_bits, emulated)
+                    assert c.warp_tile <= config.max_warp_tile(16 if acc == "f16" else 32, emulated)
+
+
+def test_tma_ring_reorders_the_preference_on_sm90():
+    """sm_90's TMA-filled ring ranks configs differently (H200 sweep): large problems take TMA_FIRST's
+    choice per accumulator kind there, and the cp.async ranking elsewhere."""
+    for acc, first in config.TMA_FIRST.items():
+        assert config.choose_sm80(4096, 4096, Arch(90), 132, acc=acc).name == first[0]
+        assert config.choose_sm80(4096, 4096, Arch(80), 108, acc=acc) == config.sm80_candidates(Arch(80), acc=acc)[0]
 
 
 def test_split_heuristic():

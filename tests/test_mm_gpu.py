@@ -226,6 +226,29 @@ def test_errors_on_gpu():
         gn_mm.mm(a, a.t(), out=torch.empty(16, 17, device=dev, dtype=torch.bfloat16))
 
 
+def test_family_names_pick_the_kernel(path):
+    """config="mma.sync" / "wgmma" choose the kernel family and leave the config to its heuristic."""
+    if path != "default":
+        pytest.skip("the family is the argument here")
+    from gn_mm import sm80_mm, sm90_mm
+
+    dev = torch.device("cuda")
+    a = torch.randn(300, 520, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(129, 520, device=dev, dtype=torch.bfloat16)
+    ref = a.double() @ w.double().t()
+    hopper = torch.cuda.get_device_capability() == (9, 0)
+    for family, plan_type in (("mma.sync", sm80_mm.Plan), ("wgmma", sm90_mm.Plan)):
+        if family == "wgmma" and not hopper:
+            with pytest.raises(gn_mm.ArchError, match="config: wgmma needs sm_90"):
+                gn_mm.mm(a, w.t(), config=family)
+            continue
+        api._fast_calls.clear()
+        c = gn_mm.mm(a, w.t(), config=family)
+        assert ((c.double() - ref).norm() / ref.norm()).item() < TOL["bf16"]
+        (fast,) = api._fast_calls.values()
+        assert isinstance(fast.plan, plan_type)
+
+
 def test_arch_too_old_names_minimum(monkeypatch):
     import dataclasses
 
