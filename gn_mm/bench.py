@@ -175,9 +175,9 @@ def run(names, shapes, device="cuda", reps: int = 30, progress=None, **mm_kwargs
 
 def markdown(result: dict) -> str:
     env = result["environment"]
-    family = result.get("family", "auto")
+    config = result.get("config", "auto")
     lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}"
-             + ("" if family == "auto" else f"; gn_mm kernels: {family}"), "",
+             + ("" if config == "auto" else f"; gn_mm config: {config}"), "",
              "| variant | M | N | K | gn_mm TFLOP/s | peer | peer TFLOP/s | ratio |", "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         if "error" in r and "ours_tflops" not in r:
@@ -209,8 +209,9 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", choices=["square", "llm", "all"], default="all")
     p.add_argument("--quick", action="store_true", help="4096^3 only, fewer repetitions")
     p.add_argument("--reps", type=int, default=30)
-    p.add_argument("--family", choices=["auto", "mma.sync", "wgmma"], default="auto",
-                   help="kernel family gn_mm runs (auto: wgmma on sm_90, mma.sync elsewhere)")
+    p.add_argument("--config", default="auto",
+                   help="what gn_mm runs: auto (wgmma on sm_90, mma.sync elsewhere), a family (mma.sync, wgmma) "
+                        "or a config name (python -m gn_mm variants lists them)")
     p.add_argument("--out", default="gn_mm_bench", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
     unknown = [v for v in args.variants.split(",") if v not in CASES]
@@ -223,10 +224,10 @@ def main(argv=None) -> int:
     shapes = {"square": SQUARE, "llm": LLM, "all": tuple(dict.fromkeys(SQUARE + LLM))}[args.shapes]
     if args.quick:
         shapes, args.reps = SQUARE[:1], 10
-    kw = {} if args.family == "auto" else {"config": args.family}
+    kw = {} if args.config == "auto" else {"config": args.config}
     result = run(args.variants.split(","), shapes, reps=args.reps,
                  progress=lambda jobs: report.progress_bar(jobs, "bench"), **kw)
-    result["family"] = args.family
+    result["config"] = args.config
     written = save(result, args.out)
     print(markdown(result))
     print("wrote " + ", ".join(written))

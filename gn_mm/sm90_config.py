@@ -78,11 +78,12 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
     return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
 
 
-# (block_m, block_n, cluster_m): the large tiles in order of preference (the heuristic takes the first whose
-# tile count fills the GPU), then the 64-row tiles small problems choose among.
-SM90_TILES = ((128, 256, 2), (128, 256, 1), (128, 128, 1), (64, 128, 1), (64, 64, 1))
-SM90_CONFIGS = tuple(deepest(bm, bn, cl) for bm, bn, cl in SM90_TILES)
-_LARGE, _DECODE = SM90_CONFIGS[:3], SM90_CONFIGS[3]
+# The large tiles in order of preference (the heuristic takes the first whose tile count fills the GPU), the
+# decode tile, and the narrow tile for short K.
+LARGE = (deepest(128, 256, 2), deepest(128, 256, 1), deepest(128, 128, 1))
+DECODE = deepest(64, 128)
+NARROW = deepest(64, 64)
+SM90_CONFIGS = LARGE + (DECODE, NARROW)
 # Every pipeline stage costs a round of barrier and wgmma latency, so a 64-column tile's 8 KB weight stages
 # stream fewer bytes per SM than 128-column ones. It wins only while each CTA's K run is short (no split-K
 # launch to pay for): on the H200, 128 x 4096 x 4096 bf16 15.0 us against 15.2 for 64 x 128 with split-K
@@ -103,12 +104,12 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
         return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
 
     if m <= 32:
-        return _DECODE
+        return DECODE
     if m > 64:
-        for cfg in _LARGE:
+        for cfg in LARGE:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return cfg
-    candidates = SM90_CONFIGS if k_bytes <= NARROW_MAX_K_BYTES else SM90_CONFIGS[:-1]  # the last: 64 x 64
+    candidates = LARGE + (DECODE,) + ((NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
     return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                             -cfg.block_n, cfg.block_m))

@@ -29,7 +29,7 @@ for step in $steps; do
     bench)
       python3 scripts/bench.py --out "$OUT/bench" 2>&1 | tail -60 || status=1 ;;
     bench_mma)  # the mma.sync family where wgmma is the default (sm_90): issue 2's targets
-      python3 scripts/bench.py --family mma.sync --shapes square --out "$OUT/bench_mma_sync" 2>&1 | tail -30 \
+      python3 scripts/bench.py --config mma.sync --shapes square --out "$OUT/bench_mma_sync" 2>&1 | tail -30 \
         || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do

@@ -8,7 +8,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import SM90_CONFIGS
+from gn_mm.sm90_config import NARROW, SM90_CONFIGS
 
 from test_mm_gpu import INPUT_TOL, _check, _poison, _rand
 
@@ -90,7 +90,7 @@ def test_default_path_is_wgmma_for_every_variant():
 
 @pytest.mark.parametrize("types", [("s4", "s4"), ("s4", "u4"), ("u4", "u4")])
 @pytest.mark.parametrize("shape", [(7, 17, 64), (600, 520, 1000), (1100, 2900, 4096)])
-@pytest.mark.parametrize("cfg", [None, SM90_CONFIGS[-1]], ids=["heuristic", "forced-wgmma"])
+@pytest.mark.parametrize("cfg", [None, NARROW], ids=["heuristic", "forced-wgmma"])
 def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape, cfg):
     m, n, k = shape
     dev = torch.device("cuda")
@@ -124,7 +124,7 @@ def test_split_k_every_config(cfg, splits):
     _check(c, ref, "bf16")
 
 
-@pytest.mark.parametrize("cfg", [SM90_CONFIGS[0], SM90_CONFIGS[-1]], ids=[SM90_CONFIGS[0].name, SM90_CONFIGS[-1].name])
+@pytest.mark.parametrize("cfg", [SM90_CONFIGS[0], NARROW], ids=lambda c: c.name)
 @pytest.mark.parametrize("m", [16, 33])
 def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
     """Split-K (raw sums per split, then mm_reduce adds them in split order): bit-identical across runs and
@@ -156,7 +156,7 @@ def test_split_k_integers_are_exact_and_saturate():
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME["s8"], 70, 9000, dev)
     w, w64 = _rand(BY_NAME["u8"], 300, 9000, dev)
-    for cfg in (SM90_CONFIGS[0], SM90_CONFIGS[-1]):
+    for cfg in (SM90_CONFIGS[0], NARROW):
         c = _poison(70, 300, torch.int32, dev)
         gn_mm.mm(a, w.t(), out=c, config=cfg, splits=5)
         _check(c, a64 @ w64.t(), "s32")
