@@ -13,6 +13,11 @@
 // CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
 // A and one half of B, multicast into both CTAs: L2 -> SM traffic per tile drops by a third. A slot is
 // refilled only when the consumers of both CTAs have released it (they arrive on both CTAs' barriers).
+//
+// CLUSTER_K > 1 (decode-sized problems): the CTAs of a cluster share one output tile and split its K; each
+// leaves its raw sums in its own (drained) ring, and after a cluster barrier CTA r adds column slice r of
+// every CTA's sums through distributed shared memory, in rank order, and runs the epilogue on it. Split-K
+// in one launch, without a workspace or L2 round trips.
 
 // Header section: editor defaults, replaced by codegen/sm90_mm.j2.
 #include "common.cuh"
@@ -21,8 +26,8 @@
 #define GN_WGMMA_REGS 128
 #define GN_WGMMA(d, desc_a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
-constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1;
-#define GN_CLUSTER  // __cluster_dims__(CLUSTER_M, 1, 1) when CLUSTER_M > 1
+constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1, CLUSTER_K = 1;
+#define GN_CLUSTER  // __cluster_dims__(CLUSTER_M * CLUSTER_K, 1, 1) when that is > 1
 // ---- kernel ----
 #include "epilogue.cuh"
 #include "ptx/tma.cuh"
@@ -48,6 +53,11 @@ constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256, "BLOCK_N must be a multiple of 16, at most 256");
 static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && B_PART % 1024 == 0), "CLUSTER_M: 1, or 2 with 1 KB halves of B");
+constexpr int CLUSTER = CLUSTER_M * CLUSTER_K;        // CTAs per cluster
+constexpr int SLICE = BLOCK_N / CLUSTER_K;            // CLUSTER_K: the columns each CTA reduces and stores
+static_assert(CLUSTER_K == 1 || (CLUSTER_M == 1 && SLICE % 2 == 0 && GN_ACC_KIND != GN_ACC_F16 &&
+                                 BLOCK_M * BLOCK_N * 4 <= NUM_STAGES * STAGE_BYTES),
+              "CLUSTER_K: no B multicast, an even column slice per CTA, 4-byte sums that fit the ring");
 
 #if GN_ACC_KIND == GN_ACC_F32
 typedef float AccReg;
@@ -157,16 +167,23 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
 }
 
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
-// step-th unit, its CTA `rank` the rank-th row tile of the cluster tile.
+// step-th unit, its CTA `rank` the rank-th row tile of the cluster tile (CLUSTER_M) or the rank-th share of
+// the unit's K tiles (CLUSTER_K; the host makes every share non-empty).
 struct Work {
   int tiles, units, step, cluster, grid_cm, grid_n, k_tiles_total, per_split, splits;
   u32 rank;
   GN_DEVICE int first() const { return cluster; }
   GN_DEVICE void unit(int u, int& tm, int& tn, int& kt0, int& k_tiles) const {
     raster(u % tiles, grid_cm, grid_n, tm, tn);
-    tm = tm * CLUSTER_M + (int)rank;  // past the last row tile (odd grid_m): loads are zeros, stores masked
-    kt0 = (u / tiles) * per_split;    // the host makes every split non-empty
+    kt0 = (u / tiles) * per_split;  // the host makes every split non-empty
     k_tiles = gn_min(per_split, k_tiles_total - kt0);
+    if constexpr (CLUSTER_K > 1) {
+      const int share = (k_tiles + CLUSTER_K - 1) / CLUSTER_K;
+      kt0 += (int)rank * share;
+      k_tiles = gn_min(share, k_tiles - (int)rank * share);
+    } else {
+      tm = tm * CLUSTER_M + (int)rank;  // past the last row tile (odd grid_m): loads are zeros, stores masked
+    }
   }
 };
 
@@ -178,6 +195,57 @@ GN_DEVICE void release(u32 empty_bar, int lane) {
   } else {
     if (lane == 0) mbar_arrive(empty_bar);
   }
+}
+
+GN_DEVICE u32 bits(float x) { return __float_as_uint(x); }
+GN_DEVICE u32 bits(int x) { return (u32)x; }
+
+// CLUSTER_K: the cluster's CTAs hold raw sums of one tile over their K shares. Each consumer parks its 64 x
+// BLOCK_N sums in the drained ring (row-major, 4-byte values); after a cluster barrier, the consumers of CTA
+// `rank` add column slice `rank` of all CTAs' sums (rank order: deterministic) and store it through the
+// epilogue; a second barrier keeps every CTA's ring alive until its peers have read it. Every thread of every
+// CTA passes both barriers once per tile (the producer warpgroup too: see the kernel).
+template <class Ep>
+GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], u32 smem0, int c, int t, int tm,
+                                 int tn, u32 rank) {
+  const int warp = t / 32, lane = t % 32, r0 = warp * 16 + lane / 4;
+  const u32 mine = smem0 + c * 64 * BLOCK_N * 4;
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n"
+                   ::"r"(mine + ((r0 + 8 * h) * BLOCK_N + 8 * j + 2 * (lane % 4)) * 4), "r"(bits(d[4 * j + 2 * h])),
+                   "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
+  cluster_sync();
+  constexpr int PAIRS = SLICE / 2, ITEMS = 64 * CONSUMERS * PAIRS;
+  for (int i = c * 128 + t; i < ITEMS; i += CONSUMERS * 128) {
+    const int row = i / PAIRS, col = (int)rank * SLICE + 2 * (i % PAIRS);
+    const int g_row = tm * BLOCK_M + row;
+    if (g_row >= ep.M) continue;
+    const u32 at = smem0 + ((row / 64) * 64 * BLOCK_N + (row % 64) * BLOCK_N + col) * 4;
+    if constexpr (GN_ACC_KIND == GN_ACC_S32) {  // 64-bit sums saturated to int32, as .satfinite would
+      i64 s0 = 0, s1 = 0;
+      for (int p = 0; p < CLUSTER_K; ++p) {
+        u32 a, b;
+        ld_cluster_v2(cluster_map(at, p), a, b);
+        s0 += (int)a;
+        s1 += (int)b;
+      }
+      const i64 lo = -2147483648LL, hi = 2147483647LL;
+      ep.store2(g_row, tn * BLOCK_N + col, (int)gn_min(gn_max(s0, lo), hi), (int)gn_min(gn_max(s1, lo), hi));
+    } else {
+      float s0 = 0.f, s1 = 0.f;
+      for (int p = 0; p < CLUSTER_K; ++p) {
+        u32 a, b;
+        ld_cluster_v2(cluster_map(at, p), a, b);
+        s0 += __uint_as_float(a);
+        s1 += __uint_as_float(b);
+      }
+      ep.store2(g_row, tn * BLOCK_N + col, s0, s1);
+    }
+  }
+  cluster_sync();
 }
 
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
@@ -212,7 +280,10 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
     GN_WGMMA_TOUCH(d);
     release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
     const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
-    if (w.splits == 1 && TMA_STORES && c_tma) {
+    if constexpr (CLUSTER_K > 1) {
+      named_barrier(3, CONSUMERS * 128);  // every consumer's wgmmas are done reading the ring
+      reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
+    } else if (w.splits == 1 && TMA_STORES && c_tma) {
       store_tile_tma(ep, d, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
       first = false;
     } else if (w.splits == 1) {
@@ -250,9 +321,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
 
   // Cluster rank (0 without clusters) and the clusters that sweep the tiles: a cluster owns CLUSTER_M
-  // vertically adjacent tiles.
-  const u32 rank = CLUSTER_M > 1 ? cluster_ctarank() : 0;
-  const int cluster = blockIdx.x / CLUSTER_M, clusters = gridDim.x / CLUSTER_M;
+  // vertically adjacent tiles, or (CLUSTER_K) the K shares of one tile.
+  const u32 rank = CLUSTER > 1 ? cluster_ctarank() : 0;
+  const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < NUM_STAGES; ++s) {
@@ -279,8 +350,10 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     if (t == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      int it = 0;  // k-tiles issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
-      for (int u = w.first(); u < w.units; u += w.step) {
+    }
+    int it = 0;  // k-tiles issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
+    for (int u = w.first(); u < w.units; u += w.step) {
+      if (t == 0) {
         int tm, tn, kt0, k_tiles;
         w.unit(u, tm, tn, kt0, k_tiles);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
@@ -296,13 +369,17 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
             tma_load_2d(stage + A_TILE, &tma_b, kt * ROW_BYTES, tn * BLOCK_N, full);
         }
       }
+      if constexpr (CLUSTER_K > 1) {  // the consumers' two cluster barriers of this tile (reduce_in_cluster)
+        cluster_sync();
+        cluster_sync();
+      }
     }
   } else {
     consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
             scale_b_mode, has_bias);
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  if constexpr (CLUSTER_M > 1) cluster_sync();
+  if constexpr (CLUSTER > 1) cluster_sync();
 }
 
 #include "mm_reduce.cuh"

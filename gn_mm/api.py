@@ -14,7 +14,7 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90
+from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90, in_cluster
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -163,10 +163,21 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if wgmma is not None:
         cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count)
         cfg.check(gpu.smem_limit)
-        if splits is None:
+        device = torch.device("cuda", gpu.index)
+        if splits is None and cfg.cluster_k > 1:
+            splits = 1
+        elif splits is None:
             splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
+            # The heuristic's split inside a cluster (one launch, sums added on chip), when every tile's cluster
+            # is resident at once: a cluster that takes a second tile doubles the time.
+            cand = in_cluster(cfg, splits, k_bytes) if config is None else None
+            if cand is not None:
+                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
+                if plan.grid == cand.tiles(m, n) * cand.cluster_k:
+                    return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)
-        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, torch.device("cuda", gpu.index))
+        _check_cluster_k(cfg, splits, k_bytes, variant)
+        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
@@ -356,6 +367,22 @@ def _check_splits(splits, k_bytes: int, cfg, variant: Variant) -> int:
         raise UnsupportedError("splits: f16 accumulation cannot be split (its rounding is the point)")
     per = -(-k_tiles // splits)
     return -(-k_tiles // per)  # the kernel's split count: none of the splits is empty
+
+
+def _check_cluster_k(cfg: Sm90Config, splits: int, k_bytes: int, variant: Variant) -> None:
+    """A config that splits K inside a cluster: every CTA needs a K share, and the sums go straight to the
+    epilogue (no workspace splits on top, no f16 accumulation)."""
+    ck = cfg.cluster_k
+    if ck == 1:
+        return
+    if splits > 1:
+        raise UnsupportedError(f"splits: {cfg.name} already splits K {ck} ways inside a cluster; pass splits=None")
+    if variant.acc == "f16":
+        raise UnsupportedError("config: f16 accumulation cannot be split (its rounding is the point)")
+    k_tiles = -(-k_bytes // cfg.block_k_bytes)
+    if (ck - 1) * -(-k_tiles // ck) >= k_tiles:
+        raise UnsupportedError(f"config: {cfg.name} splits K {ck} ways, but K has only {k_tiles} steps of "
+                               f"{cfg.block_k_bytes} bytes: some CTAs would get none; use fewer (_k2, _k4) or none")
 
 
 def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:

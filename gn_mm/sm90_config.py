@@ -6,6 +6,7 @@ A CTA is one producer warpgroup plus BLOCK_M / 64 consumer warpgroups, persisten
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -23,20 +24,26 @@ class Sm90Config:
     stages: int
     group_m: int = 8
     cluster_m: int = 1  # 2: CTA pairs along M share (multicast) their B tile
+    cluster_k: int = 1  # 2, 4, 8: a cluster's CTAs split one tile's K and add their sums on chip (decode)
 
     @property
     def name(self) -> str:
-        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}"
+        k = f"_k{self.cluster_k}" if self.cluster_k > 1 else ""
+        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}{k}"
 
     @classmethod
     def parse(cls, name: str) -> "Sm90Config":
-        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?", name.strip())
+        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_k(\d+))?", name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8_c2")
-        bm, bn, st, g, c = m.groups()
-        return cls(int(bm), int(bn), int(st), int(g or 8), int(c or 1))
+        bm, bn, st, g, c, k = m.groups()
+        return cls(int(bm), int(bn), int(st), int(g or 8), int(c or 1), int(k or 1))
 
     block_k_bytes = ROW_BYTES  # K bytes per stage (what the split-K heuristic counts)
+
+    def tiles(self, m: int, n: int) -> int:
+        """Output tiles of an [m, n] result, a cluster's row tiles counted as one."""
+        return -(-m // (self.block_m * self.cluster_m)) * -(-n // self.block_n)
 
     # Cached (read on every launch); a frozen dataclass still takes a cached_property in its __dict__.
     @functools.cached_property
@@ -62,6 +69,11 @@ class Sm90Config:
             problems.append("group_m must be >= 1")
         if self.cluster_m not in (1, 2) or (self.block_n // self.cluster_m * ROW_BYTES) % 1024:
             problems.append("cluster_m must be 1, or 2 with block_n a multiple of 16")
+        if self.cluster_k not in (1, 2, 4, 8) or (self.cluster_k > 1 and (
+                self.cluster_m > 1 or self.block_n % (2 * self.cluster_k)
+                or self.block_m * self.block_n * 4 > self.stages * (self.block_m + self.block_n) * ROW_BYTES)):
+            problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m, with an even column slice per CTA "
+                            "and the tile's 4-byte sums fitting the ring")
         if self.smem_bytes > smem_limit:
             problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
         if problems:
@@ -113,3 +125,39 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     candidates = LARGE + (DECODE,) + ((NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
     return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                             -cfg.block_n, cfg.block_m))
+
+
+def _valid(cfg: Sm90Config) -> bool:
+    try:
+        cfg.check()
+        return True
+    except LayoutError:
+        return False
+
+
+# Every split-inside-a-cluster config in_cluster can return (compiled and checked by the offline tests).
+SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
+                       if _valid(c := dataclasses.replace(cfg, cluster_k=k)))
+
+# Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster).
+CLUSTER_K_MAX_SHARE = 32
+
+
+def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
+    """The config that takes a heuristic split count inside a cluster (one launch, the partial sums added
+    through distributed shared memory): the largest of 8, 4, 2 CTAs that is at most `splits` and gives each CTA
+    a non-empty share of K of at most CLUSTER_K_MAX_SHARE steps; None keeps the workspace + mm_reduce route.
+    Measured on an H200 under CUDA-graph replay (`small_m_h200_cluster_k.json`): the one launch and on-chip
+    sums win for short shares (16 x 1024 x 4096 bf16 7.6 us against 8.9, 64 x 4096 x 4096 13.9 against 15.4,
+    fp8 16 x 4096 x 4096 10.3 against 10.8) but lose for long ones (128 x 4096 x 14336 bf16, 112 steps per
+    CTA: 46.8 against 39.4, not understood yet). The caller also requires every tile's cluster to be resident
+    at once (clusters of 4 fit only 30 at a time on 132 SMs)."""
+    if splits == 1 or cfg.cluster_m > 1:
+        return None
+    ck = max(c for c in (1, 2, 4, 8) if c <= splits)
+    cand = dataclasses.replace(cfg, cluster_k=ck)
+    if not _valid(cand):
+        return None
+    k_tiles = -(-k_bytes // ROW_BYTES)
+    share = -(-k_tiles // ck)
+    return cand if ck > 1 and (ck - 1) * share < k_tiles and share <= CLUSTER_K_MAX_SHARE else None

@@ -39,8 +39,8 @@ class Plan:
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
              device) -> "Plan":
-        cl = config.cluster_m
-        units = -(-m // (config.block_m * cl)) * -(-n // config.block_n) * splits
+        cl = config.cluster_m * config.cluster_k  # CTAs per cluster
+        units = config.tiles(m, n) * splits
         s = spec(variant, out, config)
         main = runtime.kernel(s, device)
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).

@@ -1,5 +1,5 @@
-"""A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too), for
-compute-sanitizer:
+"""A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too, and K split
+inside clusters), for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
@@ -9,6 +9,7 @@ import torch
 
 import gn_mm
 from gn_mm import variant_table as variants
+from gn_mm.sm90_config import SPLIT_CLUSTERS
 
 dev = torch.device("cuda")
 hopper = torch.cuda.get_device_capability() == (9, 0)
@@ -34,5 +35,10 @@ for v in variants.MMA_SYNC:
     if hopper:  # int4 too: unpacked to int8 for the s8 wgmma when a wgmma config is given
         for cfg in gn_mm.SM90_CONFIGS:
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
+        if v.acc != "f16" and v.a not in ("s4", "u4"):  # K split in clusters of 2-8 CTAs: 16+ K steps
+            reps = 16 // a.element_size() if a.element_size() < 4 else 8
+            a4, w4 = torch.cat([a] * reps, dim=1), torch.cat([w] * reps, dim=1)
+            for cfg in SPLIT_CLUSTERS:
+                gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
 torch.cuda.synchronize()
 print(f"ran {len(done)} variant families")

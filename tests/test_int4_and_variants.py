@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -97,3 +99,20 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     assert (choose_sm90(128, 28672, 16384, 132).block_m, choose_sm90(128, 28672, 16384, 132).cluster_m) == (128, 1)
     assert choose_sm90(128, 4096, 8192, 132).block_n == 64
     assert choose_sm90(128, 4096, NARROW_MAX_K_BYTES + 128, 132).block_n == 128
+
+
+def test_split_inside_a_cluster_only_for_short_nonempty_shares():
+    from gn_mm.errors import LayoutError
+    from gn_mm.sm90_config import CLUSTER_K_MAX_SHARE, DECODE, LARGE, Sm90Config, in_cluster
+
+    assert in_cluster(DECODE, 1, 8192) is None  # nothing to split
+    assert in_cluster(DECODE, 6, 8192).cluster_k == 4  # rounded down to a cluster size
+    assert in_cluster(DECODE, 16, 8192).cluster_k == 8
+    assert in_cluster(DECODE, 2, 2 * 128 * (CLUSTER_K_MAX_SHARE + 1)) is None  # long shares: workspace route
+    assert in_cluster(DECODE, 8, 9 * 128) is None  # 9 K steps over 8 CTAs: ranks past the 5th would get none
+    assert in_cluster(LARGE[0], 2, 8192) is None  # 2-CTA B-multicast clusters split through the workspace
+    cfg = in_cluster(DECODE, 4, 8192)
+    assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
+    for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
+        with pytest.raises(LayoutError, match="cluster_k"):
+            dataclasses.replace(DECODE, **bad).check()

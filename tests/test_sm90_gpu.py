@@ -1,6 +1,8 @@
 """GPU tier, Hopper: the wgmma + TMA kernel (sm90_mm) on every config, against float64 / exact references,
 across tiles shared by persistent CTAs, and agreeing with the mma.sync path on the same inputs."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -8,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import NARROW, SM90_CONFIGS
+from gn_mm.sm90_config import DECODE, LARGE, NARROW, SM90_CONFIGS
 
 from test_mm_gpu import INPUT_TOL, _check, _poison, _rand
 
@@ -105,7 +107,7 @@ def test_decode_shapes_split_k_on_wgmma():
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
     plan = api._plan(bf16, "bf16", 16, 4096, 8192, gpu, None, None)
-    assert plan.__class__.__module__ == "gn_mm.sm90_mm" and plan.splits > 1
+    assert plan.__class__.__module__ == "gn_mm.sm90_mm" and (plan.splits > 1 or plan.config.cluster_k > 1)
     f16acc = variants.find("f16", "f16", "f16")
     assert api._plan(f16acc, "f16", 16, 4096, 8192, gpu, None, None).splits == 1
 
@@ -150,6 +152,74 @@ def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
         g.replay()
         torch.cuda.synchronize()
         assert torch.equal(out, first)
+
+
+CLUSTER_K = [dataclasses.replace(DECODE, cluster_k=k) for k in (2, 4, 8)] + [
+    dataclasses.replace(NARROW, cluster_k=4), dataclasses.replace(LARGE[1], cluster_k=2),
+    dataclasses.replace(LARGE[2], cluster_k=2)]
+SPLIT_COMBOS = [("bf16", "bf16", "f32", "bf16"), ("e4m3", "e5m2", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
+                ("tf32", "tf32", "f32", "f32")]
+
+
+@pytest.mark.parametrize("cfg", CLUSTER_K, ids=lambda c: c.name)
+@pytest.mark.parametrize("combo", SPLIT_COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in SPLIT_COMBOS])
+@pytest.mark.parametrize("shape", [(1, 4096, 4096), (16, 1000, 3000), (33, 520, 1032), (130, 300, 9000)])
+def test_split_k_inside_a_cluster(cfg, combo, shape):
+    """Split-K across the CTAs of a cluster, sums added on chip in rank order: every output correct (ragged M,
+    N, K; K shares of unequal length; M past one 64-row block), nothing written past M or N."""
+    a_t, b_t, _, out = combo
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    padded = _poison(m + 1, n + 3, OUT_DTYPES[out], dev)
+    c = padded[:m, :n]
+    k_tiles = -(-k * BY_NAME[a_t].bits // 8 // 128)
+    if (cfg.cluster_k - 1) * -(-k_tiles // cfg.cluster_k) >= k_tiles:
+        with pytest.raises(gn_mm.UnsupportedError, match="some CTAs would get none"):
+            gn_mm.mm(a, w.t(), out=c, config=cfg)
+        return
+    gn_mm.mm(a, w.t(), out=c, config=cfg)
+    _check(c, a64 @ w64.t(), out, INPUT_TOL.get(a_t, 0.0) + (2e-3 if a_t.startswith("e") else 0.0))
+    rest = torch.cat([padded[m:].flatten(), padded[:m, n:].flatten()])
+    assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all()
+
+
+def test_split_k_inside_a_cluster_scales_bias_determinism_and_saturation():
+    dev = torch.device("cuda")
+    cfg = dataclasses.replace(DECODE, cluster_k=4)
+    m, n, k = 16, 4096, 4104
+    a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
+    w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
+    sa, sb, bias = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01, torch.randn(n, device=dev)
+    ref = (a64 @ w64.t()) * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    first = gn_mm.mm(a, w.t(), config=cfg, scale_a=sa, scale_b=sb, bias=bias)
+    _check(first, ref, "bf16", 2e-3)
+    out = _poison(m, n, torch.bfloat16, dev)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        gn_mm.mm(a, w.t(), config=cfg, scale_a=sa, scale_b=sb, bias=bias, out=out)
+    for _ in range(3):
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+    big = torch.full((16, 135_168), 255, dtype=torch.uint8, device=dev)
+    assert int(gn_mm.mm(big, big.t(), config=cfg).min()) == 2**31 - 1
+
+
+def test_decode_heuristic_splits_inside_a_cluster():
+    gpu = api._gpu(torch.cuda.current_device())
+    bf16 = variants.find("bf16", "bf16", "f32")
+    plan = api._plan(bf16, "bf16", 16, 1024, 8192, gpu, None, None)  # 8 tiles: 8 clusters fit at once
+    assert plan.config.cluster_k > 1 and plan.splits == 1 and plan.reduce is None
+    assert plan.grid == plan.config.tiles(16, 1024) * plan.config.cluster_k
+    with pytest.raises(gn_mm.UnsupportedError, match="some CTAs would get none"):
+        gn_mm.mm(torch.randn(16, 64, device="cuda", dtype=torch.bfloat16),
+                 torch.randn(64, 64, device="cuda", dtype=torch.bfloat16), config=CLUSTER_K[2])
+    with pytest.raises(gn_mm.UnsupportedError, match="already splits K"):
+        x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
+        gn_mm.mm(x, x.t(), config=CLUSTER_K[1], splits=2)
 
 
 def test_split_k_integers_are_exact_and_saturate():

@@ -79,6 +79,10 @@ GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
 GN_DEVICE void mbar_arrive_cluster(u32 cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
+// Two 32-bit words of another CTA's shared memory (a shared::cluster address from cluster_map).
+GN_DEVICE void ld_cluster_v2(u32 cluster_addr, u32& a, u32& b) {
+  asm volatile("ld.shared::cluster.v2.b32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(cluster_addr) : "memory");
+}
 // Like tma_load_2d, but the box lands at the same offset in every CTA of `mask` and completes on the
 // barrier at the same offset in each of them.
 GN_DEVICE void tma_load_2d_multicast(u32 dst, const TmaDesc* map, int x, int y, u32 bar, u16 mask) {
