@@ -99,9 +99,10 @@ SM90_CONFIGS = LARGE + (DECODE, NARROW)
 # Every pipeline stage costs a round of barrier and wgmma latency, so a 64-column tile's 8 KB weight stages
 # stream fewer bytes per SM than 128-column ones. It wins only while each CTA's K run is short (no split-K
 # launch to pay for): on the H200, 128 x 4096 x 4096 bf16 15.0 us against 15.2 for 64 x 128 with split-K
-# (fp8 9.1 against 10.8), but 128 x 4096 x 14336 bf16 44.5 against 38.0. Narrower still (64 x 32, 4 KB
+# (fp8 9.1 against 10.8), but 128 x 4096 x 14336 bf16 44.5 against 38.0, and fp8 at 14336 bytes of K
+# 28-30 us against 24.5-24.8 (three runs, `small_m_h200_cluster_k*.json`). Narrower still (64 x 32, 4 KB
 # stages) lost everywhere but M = 64 (16 x 4096 x 14336: 56 us against 35).
-NARROW_MAX_K_BYTES = 16384
+NARROW_MAX_K_BYTES = 8192
 
 
 @functools.lru_cache(maxsize=4096)
