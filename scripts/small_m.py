@@ -52,13 +52,25 @@ def run(configs: list, dtypes: list) -> list:
     gpu = api._gpu(torch.cuda.current_device())
     for dtype in dtypes:
         for m, n, k in SHAPES:
-            item = 1 if dtype == "e4m3" else 2
+            item = 2 if dtype == "bf16" else 1
             sets = rotation_sets((m + n) * k * item, dev)
-            a = [torch.randn(m, k, device=dev).to(torch.float8_e4m3fn if dtype == "e4m3" else torch.bfloat16)
-                 for _ in range(sets)]
-            w = [torch.randn(n, k, device=dev).to(a[0].dtype) for _ in range(sets)]
+            if dtype == "s8":
+                a = [torch.randint(-8, 8, (m, k), device=dev, dtype=torch.int8) for _ in range(sets)]
+                w = [torch.randint(-8, 8, (n, k), device=dev, dtype=torch.int8) for _ in range(sets)]
+            else:
+                a = [torch.randn(m, k, device=dev).to(torch.float8_e4m3fn if dtype == "e4m3" else torch.bfloat16)
+                     for _ in range(sets)]
+                w = [torch.randn(n, k, device=dev).to(a[0].dtype) for _ in range(sets)]
             one = torch.ones((), device=dev)
-            if dtype == "e4m3":
+            if dtype == "s8":
+                def ours(i, cfg=None):
+                    return gn_mm.mm(a[i], w[i].t(), config=cfg)
+
+                ap = [x if m > 16 else torch.nn.functional.pad(x, (0, 0, 0, 17 - m)) for x in a]
+
+                def peer(i):  # torch._int_mm wants M > 16: below that its time at M = 17 stands in
+                    return torch._int_mm(ap[i], w[i].t())
+            elif dtype == "e4m3":
                 def ours(i, cfg=None):
                     return gn_mm.mm(a[i], w[i].t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, config=cfg)
 
@@ -70,9 +82,8 @@ def run(configs: list, dtypes: list) -> list:
 
                 def peer(i):
                     return torch.matmul(a[i], w[i].t())
-            variant = gn_mm.variant_table.find("e4m3" if dtype == "e4m3" else "bf16", "e4m3" if dtype == "e4m3" else
-                                               "bf16", "f32")
-            chosen = api._plan(variant, "bf16", m, n, k * item, gpu, None, None)
+            variant = gn_mm.variant_table.find(dtype, dtype, "s32" if dtype == "s8" else "f32")
+            chosen = api._plan(variant, "s32" if dtype == "s8" else "bf16", m, n, k * item, gpu, None, None)
             row = {"dtype": dtype, "m": m, "n": n, "k": k, "config": chosen.config.name, "splits": chosen.splits,
                    "peer_graph_us": graph_us(peer, sets), "peer_eager_us": eager_us(peer, sets),
                    "graph_us": graph_us(ours, sets), "eager_us": eager_us(ours, sets)}
@@ -89,7 +100,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out")
     p.add_argument("--configs", default="", help="comma-separated Sm90Config names to time as well")
-    p.add_argument("--dtypes", default="bf16,e4m3")
+    p.add_argument("--dtypes", default="bf16,e4m3", help="comma-separated: bf16, e4m3, s8")
     args = p.parse_args()
     rows = run([c for c in args.configs.split(",") if c], args.dtypes.split(","))
     if args.out:
