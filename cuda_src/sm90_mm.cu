@@ -217,6 +217,7 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
       asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n"
                    ::"r"(mine + ((r0 + 8 * h) * BLOCK_N + 8 * j + 2 * (lane % 4)) * 4), "r"(bits(d[4 * j + 2 * h])),
                    "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
+  fence_proxy_async_smem();  // ordered before the TMA loads that refill the ring for a next tile
   cluster_sync();
   constexpr int PAIRS = SLICE / 2, ITEMS = 64 * CONSUMERS * PAIRS;
   for (int i = c * 128 + t; i < ITEMS; i += CONSUMERS * 128) {

@@ -185,6 +185,25 @@ def test_split_k_inside_a_cluster(cfg, combo, shape):
     assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all()
 
 
+@pytest.mark.parametrize("combo", SPLIT_COMBOS[:3:2], ids=["{}x{}->{}->{}".format(*c) for c in SPLIT_COMBOS[:3:2]])
+@pytest.mark.parametrize("ck", [4, 8])
+def test_split_k_inside_a_cluster_over_many_tiles(combo, ck):
+    """More tiles than resident clusters: each cluster takes several tiles in turn, its ring refilled after
+    every on-chip reduction."""
+    a_t, b_t, _, out = combo
+    cfg = dataclasses.replace(DECODE, cluster_k=ck)
+    m, n, k = 300, 2000, 2048
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, config=cfg)
+    v = variants.find_path(a_t, b_t, "s32" if a_t == "s8" else "f32", "wgmma")
+    plan = api._plan(v, out, m, n, k * BY_NAME[a_t].bits // 8, api._gpu(torch.cuda.current_device()), cfg, None)
+    assert plan.grid < cfg.tiles(m, n) * ck  # clusters take more than one tile
+    _check(c, a64 @ w64.t(), out)
+
+
 def test_split_k_inside_a_cluster_scales_bias_determinism_and_saturation():
     dev = torch.device("cuda")
     cfg = dataclasses.replace(DECODE, cluster_k=4)
