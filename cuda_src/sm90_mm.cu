@@ -168,7 +168,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
 
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
 // step-th unit, its CTA `rank` the rank-th row tile of the cluster tile (CLUSTER_M) or the rank-th share of
-// the unit's K tiles (CLUSTER_K; the host makes every share non-empty).
+// the unit's K tiles (CLUSTER_K; the host requires at least CLUSTER_K of them).
 struct Work {
   int tiles, units, step, cluster, grid_cm, grid_n, k_tiles_total, per_split, splits;
   u32 rank;
@@ -177,10 +177,10 @@ struct Work {
     raster(u % tiles, grid_cm, grid_n, tm, tn);
     kt0 = (u / tiles) * per_split;  // the host makes every split non-empty
     k_tiles = gn_min(per_split, k_tiles_total - kt0);
-    if constexpr (CLUSTER_K > 1) {
-      const int share = (k_tiles + CLUSTER_K - 1) / CLUSTER_K;
-      kt0 += (int)rank * share;
-      k_tiles = gn_min(share, k_tiles - (int)rank * share);
+    if constexpr (CLUSTER_K > 1) {  // balanced shares: none is empty while k_tiles >= CLUSTER_K
+      const int lo = (int)rank * k_tiles / CLUSTER_K, hi = ((int)rank + 1) * k_tiles / CLUSTER_K;
+      kt0 += lo;
+      k_tiles = hi - lo;
     } else {
       tm = tm * CLUSTER_M + (int)rank;  // past the last row tile (odd grid_m): loads are zeros, stores masked
     }

@@ -93,6 +93,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     a_store, lda = _k_major(a, "a", ea, transposed=False)
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     k_bytes = k * ea.bits // 8
+    config = _named(config)  # the int4 decision below and the plan must see the same config
     if ea.bits == 4 and _wgmma_twin(variant, gpu, config, m, n) is not None:
         # Hopper has no int4 tensor-core instruction: unpack both operands to int8 and run the s8/u8 wgmma.
         a_store, lda = _unpack_rows(a_store, k, ea)
@@ -155,8 +156,7 @@ def _gpu(index: int) -> _Gpu:
 def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits):
     """Kernel family, config, split count and loaded kernels for one problem signature (cached: the hot
     path is a lookup)."""
-    if isinstance(config, str) and config in _CONFIG_BY_NAME:
-        config = _CONFIG_BY_NAME[config]
+    config = _named(config)
     wgmma = _wgmma_twin(variant, gpu, config, m, n)
     if config in FAMILIES:
         config = None  # the family is decided: its heuristic picks the config
@@ -187,6 +187,22 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 
 runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
+
+
+def _named(config):
+    """A config name -> its config object: the tables' names, and any Hopper name (e.g. a `_k4` split inside a
+    cluster, or other stage counts). Families, objects, None and unknown names pass through (unknown names
+    are refused by _config with the list of known ones)."""
+    if not isinstance(config, str) or config in FAMILIES:
+        return config
+    if config in _CONFIG_BY_NAME:
+        return _CONFIG_BY_NAME[config]
+    if config.strip().startswith("sm90_"):
+        try:
+            return Sm90Config.parse(config)
+        except ValueError as exc:
+            raise UnsupportedError(f"config: {exc}") from None
+    return config
 
 
 FAMILIES = ("mma.sync", "wgmma")  # config values that pick a kernel family and leave the config to it
@@ -380,7 +396,7 @@ def _check_cluster_k(cfg: Sm90Config, splits: int, k_bytes: int, variant: Varian
     if variant.acc == "f16":
         raise UnsupportedError("config: f16 accumulation cannot be split (its rounding is the point)")
     k_tiles = -(-k_bytes // cfg.block_k_bytes)
-    if (ck - 1) * -(-k_tiles // ck) >= k_tiles:
+    if k_tiles < ck:
         raise UnsupportedError(f"config: {cfg.name} splits K {ck} ways, but K has only {k_tiles} steps of "
                                f"{cfg.block_k_bytes} bytes: some CTAs would get none; use fewer (_k2, _k4) or none")
 

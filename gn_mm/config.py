@@ -49,8 +49,13 @@ class Sm80Config:
 
     @property
     def smem_bytes(self) -> int:
-        """The ring, 1 KB of slack to align it for swizzled TMA boxes, and two mbarriers per slot."""
-        return self.stages * (self.block_m + self.block_n) * self.block_k_bytes + 1024 + 16 * self.stages
+        """The ring of stages (all that the cp.async pipeline needs)."""
+        return self.stages * (self.block_m + self.block_n) * self.block_k_bytes
+
+    def smem(self, arch: Arch) -> int:
+        """Dynamic shared memory on `arch`: with TMA loads the ring also needs 1 KB of slack to align it for
+        swizzled boxes and two mbarriers per slot."""
+        return self.smem_bytes + (1024 + 16 * self.stages if tma_loads(arch) else 0)
 
     def check(self, arch: Arch, smem_limit: int | None = None) -> None:
         """Raise LayoutError if the kernel cannot be built or launched with this config."""
@@ -68,8 +73,8 @@ class Sm80Config:
         if self.group_m < 1:
             problems.append("group_m must be >= 1")
         limit = smem_limit if smem_limit is not None else arch.smem_per_block()
-        if self.smem_bytes > limit:
-            problems.append(f"needs {self.smem_bytes} bytes of shared memory, {arch.name} allows {limit}")
+        if self.smem(arch) > limit:
+            problems.append(f"needs {self.smem(arch)} bytes of shared memory, {arch.name} allows {limit}")
         if problems:
             raise LayoutError(f"config {self.name}: " + "; ".join(problems))
 

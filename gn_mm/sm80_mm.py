@@ -45,7 +45,7 @@ def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSp
         "tma_loads": tma_loads(arch),
     }
     # mma.sync and TMA need no arch-specific features: plain sm_XX (sm_90, not sm_90a).
-    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes)
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem(arch))
 
 
 @dataclass(frozen=True)
@@ -58,12 +58,13 @@ class Plan:
     main: object    # loaded sm80_mm
     reduce: object  # loaded mm_reduce (split-K only)
     tma: bool       # the kernel reads A and B through tensor maps
+    smem: int       # dynamic shared memory per CTA
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm80Config, splits: int, arch: Arch, device) -> "Plan":
         s = spec(variant, out, config, arch)
         reduce = runtime.kernel(s, device, "mm_reduce") if splits > 1 else None
-        return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce, tma_loads(arch))
+        return cls(config, splits, variant.acc, runtime.kernel(s, device), reduce, tma_loads(arch), s.smem_bytes)
 
     def launch(self, a, b, c, **kw) -> None:
         launch(self, a, b, c, **kw)
@@ -112,6 +113,6 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b", box_bytes=bk, swizzle=bk)
     runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
                    [map_a, map_b, a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
-                   cfg.smem_bytes, KINDS)
+                   plan.smem, KINDS)
     if splits > 1:
         reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)

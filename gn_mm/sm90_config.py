@@ -146,10 +146,11 @@ CLUSTER_K_MAX_SHARE = 32
 
 def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
     """The config that takes a heuristic split count inside a cluster (one launch, the partial sums added
-    through distributed shared memory): the largest of 8, 4, 2 CTAs that is at most `splits` and gives each CTA
-    a non-empty share of K of at most CLUSTER_K_MAX_SHARE steps; None keeps the workspace + mm_reduce route.
-    Measured on an H200 under CUDA-graph replay (`small_m_h200_cluster_k.json`): the one launch and on-chip
-    sums win for short shares (16 x 1024 x 4096 bf16 7.6 us against 8.9, 64 x 4096 x 4096 13.9 against 15.4,
+    through distributed shared memory): `splits` rounded down to 2, 4 or 8 CTAs, if each CTA's share of K is
+    then at most CLUSTER_K_MAX_SHARE steps; None keeps the workspace + mm_reduce route (no smaller cluster
+    is tried: two CTAs per cluster lost to four workspace splits, 16 x 4096 x 14336 bf16 38.7 us against 35.0).
+    Measured on an H200 under CUDA-graph replay (`small_m_h200_cluster_k*.json`): the one launch and on-chip
+    sums win for short shares (16 x 1024 x 4096 bf16 8.1 us against 9.6, 64 x 4096 x 4096 14.0 against 15.7,
     fp8 16 x 4096 x 4096 10.3 against 10.8) but lose for long ones (128 x 4096 x 14336 bf16, 112 steps per
     CTA: 46.8 against 39.4, not understood yet). The caller also requires every tile's cluster to be resident
     at once (clusters of 4 fit only 30 at a time on 132 SMs)."""
@@ -157,8 +158,6 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
         return None
     ck = max(c for c in (1, 2, 4, 8) if c <= splits)
     cand = dataclasses.replace(cfg, cluster_k=ck)
-    if not _valid(cand):
-        return None
     k_tiles = -(-k_bytes // ROW_BYTES)
-    share = -(-k_tiles // ck)
-    return cand if ck > 1 and (ck - 1) * share < k_tiles and share <= CLUSTER_K_MAX_SHARE else None
+    ok = ck > 1 and _valid(cand) and ck <= k_tiles and -(-k_tiles // ck) <= CLUSTER_K_MAX_SHARE
+    return cand if ok else None

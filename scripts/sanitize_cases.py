@@ -32,6 +32,8 @@ for v in variants.MMA_SYNC:
     acc = {"f32": torch.float32, "f16": torch.float16, "s32": torch.int32}[v.acc]
     for splits in (1, 3) if v.acc != "f16" else (1,):
         gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits)
+        if hopper:  # the mma.sync kernel with its TMA-filled ring
+            gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
     if hopper:  # int4 too: unpacked to int8 for the s8 wgmma when a wgmma config is given
         for cfg in gn_mm.SM90_CONFIGS:
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)

@@ -54,7 +54,9 @@ def test_tma_ring_reorders_the_preference_on_sm90():
     choice per accumulator kind there, and the cp.async ranking elsewhere."""
     for acc, first in config.TMA_FIRST.items():
         assert config.choose_sm80(4096, 4096, Arch(90), 132, acc=acc).name == first[0]
-        assert config.choose_sm80(4096, 4096, Arch(80), 108, acc=acc) == config.sm80_candidates(Arch(80), acc=acc)[0]
+        cp_async = config.sm80_candidates(Arch(80), acc=acc)
+        assert cp_async == [c for c in config.SM80_CONFIGS if c in cp_async]  # the table's own order
+        assert config.choose_sm80(4096, 4096, Arch(80), 108, acc=acc) == cp_async[0]
 
 
 def test_split_heuristic():
@@ -109,7 +111,8 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     assert in_cluster(DECODE, 6, 8192).cluster_k == 4  # rounded down to a cluster size
     assert in_cluster(DECODE, 16, 8192).cluster_k == 8
     assert in_cluster(DECODE, 2, 2 * 128 * (CLUSTER_K_MAX_SHARE + 1)) is None  # long shares: workspace route
-    assert in_cluster(DECODE, 8, 9 * 128) is None  # 9 K steps over 8 CTAs: ranks past the 5th would get none
+    assert in_cluster(DECODE, 8, 7 * 128) is None  # 7 K steps cannot feed 8 CTAs
+    assert in_cluster(DECODE, 8, 9 * 128).cluster_k == 8  # balanced shares of 1-2 steps
     assert in_cluster(LARGE[0], 2, 8192) is None  # 2-CTA B-multicast clusters split through the workspace
     cfg = in_cluster(DECODE, 4, 8192)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads

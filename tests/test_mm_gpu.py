@@ -226,6 +226,37 @@ def test_errors_on_gpu():
         gn_mm.mm(a, a.t(), out=torch.empty(16, 17, device=dev, dtype=torch.bfloat16))
 
 
+@pytest.mark.parametrize("types", [("bf16", "bf16", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
+                                   ("f16", "f16", "f16", "f16")], ids=lambda t: "{}x{}->{}->{}".format(*t))
+def test_every_mma_sync_config_on_this_gpu(types, path):
+    """Every mma.sync config this GPU can run (on sm_90: with the TMA-filled ring, 64- and 128-byte swizzled
+    boxes), ragged in M, N and K, whole and split along K."""
+    if path != "default":
+        pytest.skip("the config is the argument here")
+    from gn_mm import config as sm80_config
+    from gn_mm.arch import Arch
+
+    a_t, b_t, acc, out = types
+    arch = Arch.of_device(torch.cuda.current_device())
+    v = variants.find(a_t, b_t, acc)
+    dev = torch.device("cuda")
+    m, n, k = 300, 520, 1000
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    if acc == "f16":
+        a.mul_(0.25)
+        a64 = a.double()
+    for cfg in sm80_config.sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc=acc):
+        for splits in (1, 3) if acc != "f16" else (1,):
+            c = _poison(m, n, OUT_DTYPES[out], dev)
+            gn_mm.mm(a, w.t(), out=c, config=cfg, splits=splits, acc_dtype=None if acc != "f16" else torch.float16)
+            if acc == "f16":
+                ref = (a.float() @ w.float().t()).double()  # f16 accumulation: compare loosely with an f32 sum
+                assert ((c.double() - ref).norm() / ref.norm()).item() < 2e-2, cfg.name
+            else:
+                _check(c, a64 @ w64.t(), out)
+
+
 def test_family_names_pick_the_kernel(path):
     """config="mma.sync" / "wgmma" choose the kernel family and leave the config to its heuristic."""
     if path != "default":

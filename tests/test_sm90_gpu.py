@@ -175,7 +175,7 @@ def test_split_k_inside_a_cluster(cfg, combo, shape):
     padded = _poison(m + 1, n + 3, OUT_DTYPES[out], dev)
     c = padded[:m, :n]
     k_tiles = -(-k * BY_NAME[a_t].bits // 8 // 128)
-    if (cfg.cluster_k - 1) * -(-k_tiles // cfg.cluster_k) >= k_tiles:
+    if k_tiles < cfg.cluster_k:
         with pytest.raises(gn_mm.UnsupportedError, match="some CTAs would get none"):
             gn_mm.mm(a, w.t(), out=c, config=cfg)
         return
@@ -236,6 +236,8 @@ def test_decode_heuristic_splits_inside_a_cluster():
     with pytest.raises(gn_mm.UnsupportedError, match="some CTAs would get none"):
         gn_mm.mm(torch.randn(16, 64, device="cuda", dtype=torch.bfloat16),
                  torch.randn(64, 64, device="cuda", dtype=torch.bfloat16), config=CLUSTER_K[2])
+    x = torch.randn(16, 520, device="cuda", dtype=torch.bfloat16)  # 9 K steps over 8 CTAs, by name
+    _check(gn_mm.mm(x, x.t(), config=CLUSTER_K[2].name), x.double() @ x.double().t(), "bf16")
     with pytest.raises(gn_mm.UnsupportedError, match="already splits K"):
         x = torch.randn(16, 4096, device="cuda", dtype=torch.bfloat16)
         gn_mm.mm(x, x.t(), config=CLUSTER_K[1], splits=2)
