@@ -404,10 +404,8 @@ def _check_cluster_k(cfg: Sm90Config, splits: int, k_bytes: int, variant: Varian
 def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
     if config is None:
         return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc)
-    if isinstance(config, str):
-        if config not in _CONFIG_BY_NAME:
-            raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(FAMILIES + tuple(_CONFIG_BY_NAME))}")
-        config = _CONFIG_BY_NAME[config]
+    if isinstance(config, str):  # _named resolved every known name already
+        raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(FAMILIES + tuple(_CONFIG_BY_NAME))}")
     if not isinstance(config, Sm80Config):
         raise TypeError("config: expected a gn_mm.Sm80Config or a config name")
     config.check(arch, smem_limit)

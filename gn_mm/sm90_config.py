@@ -114,7 +114,7 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     tile (128 x 14336: 112 tiles of 128 x 128, 36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with
     64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
-        return -(-m // (cfg.block_m * cfg.cluster_m)) * cfg.cluster_m * -(-n // cfg.block_n)
+        return cfg.tiles(m, n) * cfg.cluster_m
 
     if m <= 32:
         return DECODE
