@@ -68,6 +68,21 @@ struct DqZeros {
   }
 };
 
+// One packed word -> the same four registers as DqZeros::word, holding (MAGIC + q) (the zero point not yet
+// subtracted): for kernels that remove (MAGIC + zero) x the activations' sums once per group instead.
+GN_DEVICE void dq_raw(u32 w, u32 (&r)[4]) {
+  const u32 w8 = w >> 8;
+#if GN_ACT_KIND == GN_ACT_F16
+  r[2] = dq_lop(w, 0x00f000f0u);
+  r[3] = dq_lop(w8, 0x00f000f0u);
+#else
+  r[2] = dq_lop(w >> 4, 0x000f000fu);
+  r[3] = dq_lop(w >> 12, 0x000f000fu);
+#endif
+  r[0] = dq_lop(w, 0x000f000fu);
+  r[1] = dq_lop(w8, 0x000f000fu);
+}
+
 // x * s on both halves (sm_90 has bf16x2 multiplies): the one rounding of a dequantised weight.
 GN_DEVICE u32 dq_mul(u32 x, u32 s) {
   u32 d;

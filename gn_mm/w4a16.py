@@ -10,7 +10,7 @@ import functools
 
 import torch
 
-from . import runtime, sm80_w4a16, sm90_w4a16
+from . import runtime, sm80_w4a16, sm90_w4a16, w4a16_decode
 from .arch import Arch
 from .errors import ArchError, LayoutError, UnsupportedError
 from .w4a16_formats import W4A16Weight, check_gptq, prepare
@@ -151,12 +151,16 @@ def _aligned_rows(a: torch.Tensor) -> torch.Tensor:
     return out
 
 
+CONFIG_TYPES = {"w4a16dec_": w4a16_decode.DecodeConfig, "w4a16wg_": sm90_w4a16.Sm90W4A16Config,
+                "w4a16_": sm80_w4a16.W4A16Config}  # name prefix -> config class (the first that matches)
+
+
 def _config(config):
-    if config is None or isinstance(config, (sm80_w4a16.W4A16Config, sm90_w4a16.Sm90W4A16Config)):
+    if config is None or isinstance(config, tuple(CONFIG_TYPES.values())):
         return config
-    if isinstance(config, str) and config.strip().startswith("w4a16wg_"):
-        return sm90_w4a16.Sm90W4A16Config.parse(config)
-    return sm80_w4a16.W4A16Config.parse(config)
+    name = config.strip() if isinstance(config, str) else ""
+    return next((cls for prefix, cls in CONFIG_TYPES.items() if name.startswith(prefix)),
+                sm80_w4a16.W4A16Config).parse(config)
 
 
 def family(arch: Arch, config=None):
@@ -176,20 +180,27 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     arch = Arch.of_device(device)
     if arch.cc < sm80_w4a16.MIN_CC:
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
+    if splits is not None:
+        if not 1 <= splits <= k_stages:
+            raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
+        splits = sm80_w4a16.nonempty_splits(splits, k_stages)
+    sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
+        pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, splits, config)
+        if pick is not None:
+            return w4a16_decode.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, *pick, arch, device)
+        if config is not None:
+            raise LayoutError(f"config: {config.name} serves M <= {config.mrows} with the activations of a K "
+                              f"split in shared memory; M = {m}, K = {64 * k_stages} does not fit")
     fam = family(arch, config)
     if config is None:
-        config = fam.choose(m, n, torch.cuda.get_device_properties(device).multi_processor_count, group_size,
-                            k_stages) if fam is sm90_w4a16 else fam.choose(m)
+        config = fam.choose(m, n, sm_count, group_size, k_stages) if fam is sm90_w4a16 else fam.choose(m)
     elif fam is sm90_w4a16 and config.fits(group_size, k_stages):
         raise LayoutError(f"config: {config.fits(group_size, k_stages)}")
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "
                           f"{arch.smem_per_block()}")
-    if splits is not None:
-        if not 1 <= splits <= k_stages:
-            raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
-        splits = sm80_w4a16.nonempty_splits(splits, k_stages)
     return fam.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config, splits, arch, device)
 
 

@@ -12,7 +12,8 @@ import json
 import torch
 
 from gn_mm import W4A16Config
-from gn_mm import sm90_w4a16
+from gn_mm import sm90_w4a16, w4a16_decode
+from gn_mm.w4a16_decode import DecodeConfig as D
 from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
 from gn_mm.bench_w4a16 import SHAPES, _graph_time, _weights
 from gn_mm.timing import rotation_sets
@@ -36,6 +37,9 @@ WGMMA = {
 }
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
+# The decode kernel (M <= 16, any sm_80+ GPU): strips per CTA x warps per strip, ring depth.
+DECODE = {1: [D(8, s, wk, d) for s in (1, 2, 4) for wk in (4, 8, 16) for d in (4, 8) if s * wk <= 16],
+          16: [D(16, s, wk, d) for s in (2, 4) for wk in (2, 4, 8) for d in (4, 8) if s * wk <= 16]}
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
@@ -43,27 +47,38 @@ if __name__ == "__main__":
     p.add_argument("--ms", default="1,16,64,256,2048")
     p.add_argument("--splits", default="h")
     p.add_argument("--heuristic-config", action="store_true")
+    p.add_argument("--decode", action="store_true", help="only the decode kernel's candidates (M in 1, 16)")
+    p.add_argument("--shapes", default=None, help="K x N list (default: the benchmark's)")
     args = p.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     splits = [None if s == "h" else int(s) for s in args.splits.split(",")]
     rows = []
-    for k, n in SHAPES:
+    shapes = SHAPES if not args.shapes else [tuple(map(int, x.split("x"))) for x in args.shapes.split(",")]
+    for k, n in shapes:
         w_bytes = k * n // 2
         weights = _weights(k, n, 128, torch.bfloat16, "cuda", rotation_sets(w_bytes))
         for m in map(int, args.ms.split(",")):
             acts = [torch.randn(m, k, device="cuda").bfloat16() for _ in weights]
             line = []
-            configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else CANDIDATES[m]
+            configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else \
+                DECODE[m] if args.decode else CANDIDATES[m]
             for cfg in configs:
                 for sp in splits:
                     if sp is not None and sp > k // 64:
                         continue
-                    t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
-                                    len(weights), 20)
+                    try:
+                        t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
+                                        len(weights), 20)
+                    except ValueError as exc:  # gn_mm.LayoutError: this config cannot run the shape
+                        print(f"{cfg.name}/{sp}: {exc}")
+                        continue
                     us = t["median_ms"] * 1e3
                     grid = stream = None
                     if isinstance(cfg, G):
                         grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms, sp)
+                    if isinstance(cfg, D):
+                        pick = w4a16_decode.choose(m, n, k // 64, sms, 128, sp, cfg)
+                        grid = pick and -(-n // 16 // cfg.strips) * pick[1]
                     rows.append({"k": k, "n": n, "m": m, "config": cfg.name, "splits": sp, "grid": grid,
                                  "stream": stream, "us": us})
                     line.append(f"{cfg.name}/{'h' if sp is None else sp}(grid {grid})={us:.1f}")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gn_mm
-from gn_mm import sm80_w4a16, sm90_w4a16, w4a16_formats as fmt
+from gn_mm import sm80_w4a16, sm90_w4a16, w4a16_decode, w4a16_formats as fmt
 
 pytestmark = pytest.mark.gpu
 DTYPES = (torch.float16, torch.bfloat16)
@@ -64,7 +64,44 @@ def test_w4a16_matrix(dtype, g, asym, m):
     a = torch.randn(m, k, device="cuda").to(dtype)
     w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
     out = gn_mm.w4a16_mm(a, w, out=poisoned(m, n, dtype))
-    check(out, a, qweight, scales, qzeros, group)
+    check(out, a, qweight, scales, qzeros, group, rounds=ROUNDS and m > w4a16_decode.MAX_M)
+
+
+# Decode configs the heuristic can pick, and corners: one strip per CTA, 16 rows with a deep ring.
+DECODE = list(dict.fromkeys(c for _, cs in w4a16_decode.CONFIGS for c in cs)) + [
+    w4a16_decode.DecodeConfig(8, 1, 4, 2), w4a16_decode.DecodeConfig(16, 4, 2, 8)]
+
+
+@pytest.mark.parametrize("config", DECODE, ids=lambda c: c.name)
+@pytest.mark.parametrize("splits", [None, 1, 3])
+@pytest.mark.parametrize("g", [32, 64, 128, "K"])
+def test_decode_configs(config, splits, g):
+    """The decode kernel: every M it serves up to its row count, K splits (deterministic: repeated calls are
+    bit-identical), both dtypes, with and without zero points; its fold is exact up to fp32 accumulation."""
+    k, n = SHAPES[g]
+    group = k if g == "K" else g
+    for dtype in DTYPES:
+        for asym in (False, True):
+            for m in sorted({1, config.mrows - 3, config.mrows}):
+                qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=m)
+                a = torch.randn(m, k, device="cuda").to(dtype)
+                w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
+                out = gn_mm.w4a16_mm(a, w, config=config, splits=splits, out=poisoned(m, n, dtype))
+                check(out, a, qweight, scales, qzeros, group, rounds=False)
+                assert torch.equal(gn_mm.w4a16_mm(a, w, config=config, splits=splits), out)
+
+
+@pytest.mark.parametrize("m", [1, 16, 70])
+def test_k_tail_past_the_row_is_never_read(m):
+    """Rows 16-byte aligned but K not a multiple of 8: the 16-byte chunk holding the last values also covers
+    memory past K (here NaN), which the kernels must not multiply in."""
+    k, n = 204, 40
+    qweight, scales, qzeros = make_weight(k, n, k, True, torch.bfloat16)
+    big = torch.full((m, 208), float("nan"), device="cuda").bfloat16()
+    big[:, :k] = torch.randn(m, k, device="cuda").bfloat16()
+    a = big[:, :k]
+    out = gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=k, out=poisoned(m, n, torch.bfloat16))
+    check(out, a, qweight, scales, qzeros, k)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])

@@ -9,6 +9,11 @@ GN_DEVICE u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p);
 GN_DEVICE void cp_async_16(u32 dst, const void* src, int bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
+// The same, predicated (no branch: lanes of one warp may differ).
+GN_DEVICE void cp_async_16_if(u32 dst, const void* src, bool pred, int bytes = 16) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %3;\n}\n"
+               ::"r"(dst), "l"(src), "r"((int)pred), "r"(bytes));
+}
 GN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> GN_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 

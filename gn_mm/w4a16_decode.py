@@ -1,0 +1,145 @@
+"""The w4a16_decode kernel family: W4A16 for decode-sized M (<= 16) on sm_80+, the int4 weight streamed from DRAM
+into registers and multiplied with mma.sync (cuda_src/w4a16_decode.cu). Configs are data; `choose` picks a
+config and the K splits; `Plan` launches."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+
+from . import runtime
+from .arch import Arch
+from .runtime import KernelSpec
+from .sm80_w4a16 import ACT_KIND, INSTR
+from .split_k import tickets
+from .w4a16_formats import W4A16Weight, zero_bits
+
+STEM = "w4a16_decode"
+# A, W, scales, zeros, bias, C, workspace, tickets; then M, N, K, lda, k_stages, strips, groups, split_stages,
+# z_bits, has_bias.
+KINDS = (runtime.TENSOR,) * 8 + (runtime.INT,) * 10
+MAX_M = 8  # the largest M the heuristic sends here (M <= 16 runs with a pinned config)
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    mrows: int    # activation rows the mma's n side covers: 8 (M <= 8) or 16 (M <= 16)
+    strips: int   # 16-column strips of W per CTA (one per warp along N)
+    warps_k: int  # warps per strip, each a share of the CTA's K range
+    depth: int    # 64-value stages of weight each warp keeps in flight (registers)
+    min_blocks: int = 1  # __launch_bounds__ CTAs per SM
+
+    @property
+    def name(self) -> str:
+        occ = f"_o{self.min_blocks}" if self.min_blocks > 1 else ""
+        return f"w4a16dec_m{self.mrows}_s{self.strips}x{self.warps_k}_d{self.depth}{occ}"
+
+    @classmethod
+    def parse(cls, name: str) -> "DecodeConfig":
+        m = re.fullmatch(r"w4a16dec_m(8|16)_s(\d+)x(\d+)_d(\d+)(?:_o(\d+))?", name.strip())
+        if not m:
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16dec_m8_s2x8_d4")
+        return cls(*(int(x) for x in m.groups() if x is not None))
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.strips * self.warps_k
+
+    def smem_bytes(self, m: int, split_stages: int, group_size: int = 128, has_zeros: bool = False) -> int:
+        """The CTA's activations (m rows of its K range, rows padded by 16 bytes), then each warp's ring: depth
+        slots of 512 bytes of weight and the stage's 32-byte scale (and zero-point) rows; the warps' partial
+        sums reuse it at the end."""
+        slot = 512 + ((2 if group_size == 32 else 1) * 32 * (2 if has_zeros else 1) if group_size else 0)
+        a = -(-m * (split_stages * 64 + 8) * 2 // 16) * 16
+        return max(a + self.threads // 32 * self.depth * slot, self.warps_k * self.mrows * 16 * self.strips * 4)
+
+
+C = DecodeConfig
+# Candidates per M class (data, not branches), in order of preference.
+CONFIGS = (
+    (8, (C(8, 2, 4, 8),)),
+)
+
+def split_stages(k_stages: int, splits: int, group_size: int) -> int:
+    """64-value stages per K split: whole groups (the kernel's warps take whole groups)."""
+    spg = max(1, group_size // 64)
+    return -(-(-(-k_stages // splits)) // spg) * spg
+
+
+def fits(config: DecodeConfig, m: int, per_split: int) -> bool:
+    """Shared memory with the largest ring slot (G = 32 with zero points) within SMEM_LIMIT."""
+    return m <= config.mrows and config.threads <= 1024 and \
+        config.smem_bytes(m, per_split, 32, True) <= SMEM_LIMIT
+
+
+SMEM_LIMIT = 99 * 1024  # per CTA: the least any sm_80+ GPU offers (sm_86 / sm_89), so every config runs anywhere
+
+
+def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, splits: int | None = None,
+           config: DecodeConfig | None = None):
+    """(config, splits) for M <= 16, or None when no config's activations fit in shared memory. `config` /
+    `splits` pin either. Splits: the fewest that give every SM a CTA and let the activations fit."""
+    configs = [config] if config else next((cs for limit, cs in CONFIGS if m <= limit), ())
+    strips = -(-n // 16)
+    for cfg in configs:
+        blocks = -(-strips // cfg.strips)
+        for s in [splits] if splits else range(1, k_stages + 1):
+            per = split_stages(k_stages, s, group_size)
+            s = -(-k_stages // per)
+            if fits(cfg, m, per) and (splits or blocks * s >= sm_count or per <= max(1, group_size // 64)):
+                return cfg, s
+    return None
+
+
+def compile_matrix(all_configs: bool = False):
+    """((dtype, kernel group size, has_zeros), config) for every kernel the API can build."""
+    configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs))
+    if not all_configs:
+        configs = [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
+    return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
+            for zeros in (False, True) for cfg in configs]
+
+
+def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: DecodeConfig, arch: Arch) -> KernelSpec:
+    """group_size 0: one group spans K (per-channel scales). Shared memory depends on M and the K split: the
+    kernel may take up to SMEM_LIMIT."""
+    params = {"variant_name": f"w4a16 decode {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+              "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
+              "has_zeros": int(has_zeros), "group_size": group_size}
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), SMEM_LIMIT)
+
+
+@dataclass(frozen=True)
+class Plan:
+    config: DecodeConfig
+    splits: int
+    split_stages: int
+    blocks: int      # CTAs along N
+    smem_bytes: int
+    dependent: bool  # programmatic dependent launch (sm_90)
+    main: object
+
+    @classmethod
+    def make(cls, dtype: torch.dtype, group_size: int, has_zeros: bool, m: int, n: int, k_stages: int,
+             config: DecodeConfig, splits: int, arch: Arch, device) -> "Plan":
+        """config / splits: from `choose` (or the caller's, checked with `fits`)."""
+        main = runtime.kernel(spec(dtype, group_size, has_zeros, config, arch), device)
+        per, strips = split_stages(k_stages, splits, group_size), -(-n // 16)
+        return cls(config, -(-k_stages // per), per, -(-strips // config.strips),
+                   config.smem_bytes(m, per, group_size, has_zeros), arch.cc >= 90, main)
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
+        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None."""
+        cfg, m = self.config, a.shape[0]
+        if self.splits > 1:
+            ws = torch.empty(self.blocks * self.splits * m * 16 * cfg.strips, dtype=torch.float32, device=a.device)
+            tk = tickets(a.device, self.blocks)
+        else:
+            ws = tk = c  # unused
+        runtime.launch(self.main, (self.blocks, self.splits, 1), (cfg.threads, 1, 1),
+                       [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
+                        bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0), w.packed.shape[0],
+                        w.packed.shape[1], w.groups, self.split_stages, zero_bits(w), int(bias is not None)],
+                       self.smem_bytes, KINDS, dependent=self.dependent)
