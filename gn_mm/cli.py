@@ -14,7 +14,7 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_w4a16
+from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_w4a16, w4a16_decode
 from .errors import ArchError
 from .report import progress_bar
 from .arch import Arch
@@ -43,6 +43,10 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                 jobs.append(({"variant": f"w4a16 {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
                               "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
                              sm80_w4a16.spec(dtype, group, zeros, cfg, arch)))
+            for (dtype, group, zeros), cfg in w4a16_decode.compile_matrix(all_configs):
+                jobs.append(({"variant": f"w4a16 decode {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
+                              "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
+                             w4a16_decode.spec(dtype, group, zeros, cfg, arch)))
         if arch.cc == 90 and (not variant_filter or "w4a16" in variant_filter):  # the wgmma kernel (sm_90a)
             for (dtype, group, zeros), cfg in sm90_w4a16.compile_matrix(all_configs):
                 jobs.append(({"variant": f"w4a16 wgmma {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",

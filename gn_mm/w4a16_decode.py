@@ -57,10 +57,16 @@ class DecodeConfig:
 
 
 C = DecodeConfig
-# Candidates per M class (data, not branches), in order of preference.
+# Candidates per M class (data, not branches), in order of preference. Measured on an H200 against the wgmma
+# kernel (benchmarks/results/w4a16_tune_decode_h200.json): the stream of 2-strip CTAs (8 warps along K each)
+# wins while the weight has at most MAX_N columns (4096 x 4096: 5.7 vs 7.6 us; 14336 x 4096: 12.5 vs 13.3);
+# past that, the wgmma kernel's persistent stream-K wins (4096 x 14336: 14.2 vs 13.5; 8192 x 28672: 39.5 vs
+# 36.5) and takes over.
 CONFIGS = (
-    (8, (C(8, 2, 4, 8),)),
+    (8, (C(8, 2, 8, 4),)),
 )
+MAX_N = 8192
+MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 
 def split_stages(k_stages: int, splits: int, group_size: int) -> int:
     """64-value stages per K split: whole groups (the kernel's warps take whole groups)."""
@@ -78,17 +84,20 @@ SMEM_LIMIT = 99 * 1024  # per CTA: the least any sm_80+ GPU offers (sm_86 / sm_8
 
 
 def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, splits: int | None = None,
-           config: DecodeConfig | None = None):
-    """(config, splits) for M <= 16, or None when no config's activations fit in shared memory. `config` /
-    `splits` pin either. Splits: the fewest that give every SM a CTA and let the activations fit."""
-    configs = [config] if config else next((cs for limit, cs in CONFIGS if m <= limit), ())
+           config: DecodeConfig | None = None, wgmma: bool = True):
+    """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
+    when N > MAX_N and the GPU has the `wgmma` kernel: that is faster there). `config` / `splits` pin either.
+    Splits: the fewest that give MIN_FILL of the SMs a CTA and let the activations fit."""
+    configs = [config] if config else next((cs for limit, cs in CONFIGS if m <= limit and (n <= MAX_N or not wgmma)),
+                                           ())
     strips = -(-n // 16)
     for cfg in configs:
         blocks = -(-strips // cfg.strips)
         for s in [splits] if splits else range(1, k_stages + 1):
             per = split_stages(k_stages, s, group_size)
             s = -(-k_stages // per)
-            if fits(cfg, m, per) and (splits or blocks * s >= sm_count or per <= max(1, group_size // 64)):
+            if fits(cfg, m, per) and (splits or blocks * s >= MIN_FILL * sm_count or
+                                      per <= max(1, group_size // 64)):
                 return cfg, s
     return None
 
@@ -97,7 +106,7 @@ def compile_matrix(all_configs: bool = False):
     """((dtype, kernel group size, has_zeros), config) for every kernel the API can build."""
     configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs))
     if not all_configs:
-        configs = [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
+        configs = list(dict.fromkeys((CONFIGS[0][1][0], CONFIGS[-1][1][0])))
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
             for zeros in (False, True) for cfg in configs]
 

@@ -1,5 +1,5 @@
 """A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too, and K split
-inside clusters), for compute-sanitizer:
+inside clusters), and of the W4A16 decode kernel, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
@@ -42,5 +42,22 @@ for v in variants.MMA_SYNC:
             a4, w4 = torch.cat([a] * reps, dim=1), torch.cat([w] * reps, dim=1)
             for cfg in SPLIT_CLUSTERS:
                 gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
+# W4A16 decode kernel: ragged N and K (K past the row end is NaN and must not be read), every group kind, zero
+# points, K splits (workspace + tickets).
+from gn_mm import w4a16_formats as fmt  # noqa: E402
+
+for group, k in ((32, 160), (128, 640), (None, 204)):
+    n = 1000
+    g = group or k
+    q = torch.randint(0, 16, (k, n), device=dev)
+    scales = (torch.rand(k // g, n, device=dev) * 0.05).bfloat16()
+    zeros = fmt.pack_nibbles(torch.randint(0, 16, (k // g, n), device=dev), dim=1)
+    w = gn_mm.prepare_w4a16(fmt.pack_nibbles(q, dim=1), scales, zeros, group_size=g)
+    for m in (1, 5, 8):
+        big = torch.full((m, k + 8), float("nan"), device=dev).bfloat16()
+        big[:, :k] = torch.randn(m, k, device=dev).bfloat16()
+        for splits in (None, 3):
+            out = gn_mm.w4a16_mm(big[:, :k], w, splits=splits)
+            assert not out.isnan().any()
 torch.cuda.synchronize()
-print(f"ran {len(done)} variant families")
+print(f"ran {len(done)} variant families and the W4A16 decode kernel")

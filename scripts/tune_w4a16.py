@@ -38,7 +38,7 @@ WGMMA = {
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
 # The decode kernel (M <= 16, any sm_80+ GPU): strips per CTA x warps per strip, ring depth.
-DECODE = {1: [D(8, s, wk, d) for s in (1, 2, 4) for wk in (4, 8, 16) for d in (4, 8) if s * wk <= 16],
+DECODE = {1: [D(8, s, wk, d) for s, wk, d in ((2, 4, 8), (2, 8, 4), (4, 4, 8), (1, 8, 8), (1, 4, 8), (1, 16, 4))],
           16: [D(16, s, wk, d) for s in (2, 4) for wk in (2, 4, 8) for d in (4, 8) if s * wk <= 16]}
 
 if __name__ == "__main__":
@@ -49,6 +49,7 @@ if __name__ == "__main__":
     p.add_argument("--heuristic-config", action="store_true")
     p.add_argument("--decode", action="store_true", help="only the decode kernel's candidates (M in 1, 16)")
     p.add_argument("--shapes", default=None, help="K x N list (default: the benchmark's)")
+    p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     args = p.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     splits = [None if s == "h" else int(s) for s in args.splits.split(",")]
@@ -56,9 +57,10 @@ if __name__ == "__main__":
     shapes = SHAPES if not args.shapes else [tuple(map(int, x.split("x"))) for x in args.shapes.split(",")]
     for k, n in shapes:
         w_bytes = k * n // 2
-        weights = _weights(k, n, 128, torch.bfloat16, "cuda", rotation_sets(w_bytes))
+        dtype = getattr(torch, args.dtype)
+        weights = _weights(k, n, 128, dtype, "cuda", rotation_sets(w_bytes))
         for m in map(int, args.ms.split(",")):
-            acts = [torch.randn(m, k, device="cuda").bfloat16() for _ in weights]
+            acts = [torch.randn(m, k, device="cuda").to(dtype) for _ in weights]
             line = []
             configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else \
                 DECODE[m] if args.decode else CANDIDATES[m]

@@ -4,7 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gn_mm import cli, compiler, microbench, runtime, sm80_mm, sm80_w4a16, sm90_w4a16, variant_table as variants
+from gn_mm import cli, compiler, microbench, runtime, sm80_mm, sm80_w4a16, sm90_w4a16, w4a16_decode
+from gn_mm import variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.config import sm80_candidates
 
@@ -49,7 +50,7 @@ def test_every_w4a16_kernel_and_config_compiles_without_spills(arch, fresh_cache
     mma.sync and the wgmma kernel)."""
     jobs = cli.compile_jobs([Arch.parse(arch)], {"w4a16"}, all_configs=True)
     wgmma = len(sm90_w4a16.compile_matrix(True)) if arch == "sm_90" else 0
-    assert len(jobs) == 2 * 4 * 2 * len(sm80_w4a16.CONFIGS) + wgmma
+    assert len(jobs) == 2 * 4 * 2 * len(sm80_w4a16.CONFIGS) + len(w4a16_decode.compile_matrix(True)) + wgmma
     # 128-value stages only where a stage spans one group (G = 128 or per-channel)
     assert all(group in (128, 0) for (_, group, _), c in sm90_w4a16.compile_matrix(True) if c.k_sub == 2)
     _assert_clean(_build_all(jobs))

@@ -1,5 +1,11 @@
-"""Decode floor: a read-only stream of B bytes (each CTA a contiguous share) in a CUDA graph of 10 calls,
-inputs rotated past L2; plain launch and PDL with an L2 prefetch of the CTA's share before griddepcontrol.wait."""
+"""The realistic floor of a decode-sized weight stream on this GPU: a kernel that only reads B bytes (the int4
+weights of the W4A16 benchmark shapes; each CTA a contiguous share, 8 x 16-byte loads in flight per thread) and
+does nothing else, timed like the W4A16 benchmark (CUDA graph of 10 calls, inputs rotated past L2), for several
+grids, with plain launches and with programmatic dependent launch plus an L2 prefetch of the CTA's share.
+A measuring probe, not a library kernel (its 20 lines of CUDA live here for that reason).
+
+    python scripts/stream_floor.py benchmarks/results/stream_floor_<gpu>.json
+"""
 import json, sys, torch
 from torch.cuda._utils import _cuda_load_module
 from gn_mm import compiler, runtime
@@ -48,7 +54,6 @@ def main(out):
                     us = _graph_time(call, len(sets), 30)["median_ms"] * 1e3
                     rows.append({"bytes": nbytes, "grid": grid, "threads": threads, "pdl": pdl, "us": us, "gbs": nbytes / us / 1e3})
                     print(rows[-1], flush=True)
-        # torch reference points: copy of the same bytes (read + write) and an empty graph of 10 tiny kernels
         del sets
         torch.cuda.empty_cache()
     z = torch.zeros(1, device="cuda")
