@@ -46,15 +46,19 @@ def main(out):
     sink = torch.zeros(4, dtype=torch.int32, device="cuda")
     rows = []
     for nbytes in (4096 * 4096 // 2, 4096 * 14336 // 2, 8192 * 28672 // 2):
-        sets = [torch.randint(0, 1 << 30, (nbytes // 4,), dtype=torch.int32, device="cuda") for _ in range(rotation_sets(nbytes))]
+        sets = [torch.randint(0, 1 << 30, (nbytes // 4,), dtype=torch.int32, device="cuda")
+                for _ in range(rotation_sets(nbytes))]
         for grid in (sms, 2 * sms, 4 * sms):
             for threads in (256, 512):
                 for pdl in (0, 1):
-                    call = lambda i: runtime.launch(fn, (grid, 1, 1), (threads, 1, 1), [sets[i], nbytes // 16, sink, pdl], 0, dependent=bool(pdl))
+                    def call(i, grid=grid, threads=threads, pdl=pdl):
+                        runtime.launch(fn, (grid, 1, 1), (threads, 1, 1), [sets[i], nbytes // 16, sink, pdl], 0,
+                                       dependent=bool(pdl))
                     us = _graph_time(call, len(sets), 30)["median_ms"] * 1e3
-                    rows.append({"bytes": nbytes, "grid": grid, "threads": threads, "pdl": pdl, "us": us, "gbs": nbytes / us / 1e3})
+                    rows.append({"bytes": nbytes, "grid": grid, "threads": threads, "pdl": pdl, "us": us,
+                                 "gbs": nbytes / us / 1e3})
                     print(rows[-1], flush=True)
-        del sets
+        sets.clear()
         torch.cuda.empty_cache()
     z = torch.zeros(1, device="cuda")
     rows.append({"empty_kernel_us": _graph_time(lambda i: z.add_(1), 1, 30)["median_ms"] * 1e3})
