@@ -38,7 +38,7 @@ WGMMA = {
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
 # The decode kernel (M <= 16, any sm_80+ GPU): strips per CTA x warps per strip, ring depth.
-DECODE = {1: [D(8, s, wk, d) for s, wk, d in ((2, 4, 8), (2, 8, 4), (4, 4, 8), (1, 8, 8), (1, 4, 8), (1, 16, 4))],
+DECODE = {1: [D(8, s, wk, d, o) for s, wk, d, o in ((2, 8, 4, 1), (2, 8, 4, 2), (2, 4, 8, 1), (2, 4, 8, 3), (1, 8, 4, 2))],
           16: [D(16, s, wk, d) for s in (2, 4) for wk in (2, 4, 8) for d in (4, 8) if s * wk <= 16]}
 
 if __name__ == "__main__":
