@@ -1,21 +1,22 @@
-// w4a16_decode: C = A @ dequant(W) (+ bias) for decode-sized M (<= 16), sm_80+: the int4 weight streams from
-// DRAM straight into registers, is dequantised there and multiplied with mma.sync.
+// w4a16_decode: C = A @ dequant(W) (+ bias) for decode-sized M (<= 8 by default; 16 with MROWS = 16), sm_80+: the
+// int4 weight streams from DRAM through per-warp shared-memory rings, is dequantised in registers and multiplied
+// with mma.sync.
 //
 // At decode sizes a W4A16 GEMM is a weight stream: the kernel's job is to keep enough bytes in flight on every
-// SM and to spend few instructions per weight. Each warp owns one 16-column strip of W and a share of the
-// CTA's K range (whole groups), and streams it through its own ring of DEPTH 64-value stages in shared memory
-// (cp.async; one 16 bytes per lane and stage, in gn_mm's fragment-ordered packing, w4a16_formats.prepare):
-// no CTA barrier in the main loop, and far more bytes in flight than registers could hold. The product is
-// transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the strip is the m16
-// side of m16n8k16 (word s of a lane is its A fragment for k16 step s, registers {r0, r2, r1, r3} of
-// DqZeros::word) and M the n8 side (MROWS = 8: one mma per 256 weights at any M <= 8; 16: two).
-// The CTA's activations (its K range, M rows) are copied to shared memory once, by cp.async, while the first
-// weight loads fly; ldmatrix gives the B fragments (rows past M re-read row M - 1: they only feed columns of
-// C^T that are never stored). Group scales fold in fp32 once per group, so there is no multiply per weight:
-// fp16 feeds the tensor cores exact (q - zero) and folds d += e * scale (int4_dequant.cuh); bf16 feeds them
-// (128 + q) straight from the lop3, with no subtraction per weight, sums the activations of the group in
-// one more mma against ones (sacc) and folds d += (e - (128 + zero) * sacc) * scale. (bf16's 128 costs ~4
-// bits of the fp32 sums, well inside what the output keeps; fp16's 1024 would cost too many.)
+// SM and to spend few instructions per weight. A CTA owns STRIPS 16-column strips of W and a K range (a split);
+// each of its warps owns one strip and an equal share of the range in whole groups, and streams it through its
+// own ring of DEPTH 64-value stages in shared memory (cp.async, DEPTH - 1 stages ahead; 16 bytes per lane and
+// stage, in gn_mm's fragment-ordered packing, w4a16_formats.prepare): no CTA barrier in the main loop, and more
+// bytes in flight than registers could hold. The product is transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the
+// strip is the m16 side of m16n8k16 (word s of a lane is its A fragment for k16 step s, registers
+// {r0, r2, r1, r3} of DqZeros::word) and M the n8 side (MROWS = 8: one mma per 256 weights at any M <= 8;
+// 16: two). The CTA's activations (its K range, M rows) are copied to shared memory once, by cp.async, while
+// the first weight stages fly; ldmatrix gives the B fragments (rows past M re-read row M - 1: they only feed
+// columns of C^T that are never stored). Group scales fold in fp32 once per group, so there is no multiply per
+// weight: fp16 feeds the tensor cores exact (q - zero) and folds d += e * scale (int4_dequant.cuh); bf16 feeds
+// them (128 + q) straight from the lop3, with no subtraction per weight, sums the group's activations in one
+// more mma against ones (sacc) and folds d += (e - (128 + zero) * sacc) * scale. (bf16's 128 costs ~4 bits of
+// the fp32 sums, well inside what the output keeps; fp16's 1024 would cost too many.)
 // The WARPS_K partial sums of a strip meet in shared memory (summed in warp order); with gridDim.y > 1 splits
 // of K the CTAs' partials meet in a workspace, where the last to arrive (an atomic ticket) adds them in split
 // order: deterministic, one launch.

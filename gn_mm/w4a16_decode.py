@@ -1,6 +1,6 @@
-"""The w4a16_decode kernel family: W4A16 for decode-sized M (<= 16) on sm_80+, the int4 weight streamed from DRAM
-into registers and multiplied with mma.sync (cuda_src/w4a16_decode.cu). Configs are data; `choose` picks a
-config and the K splits; `Plan` launches."""
+"""The w4a16_decode kernel family: W4A16 for decode-sized M (<= 8 by default, <= 16 with a pinned 16-row config)
+on sm_80+, the int4 weight streamed from DRAM through per-warp cp.async rings and multiplied with mma.sync
+(cuda_src/w4a16_decode.cu). Configs are data; `choose` picks a config and the K splits; `Plan` launches."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class DecodeConfig:
     mrows: int    # activation rows the mma's n side covers: 8 (M <= 8) or 16 (M <= 16)
     strips: int   # 16-column strips of W per CTA (one per warp along N)
     warps_k: int  # warps per strip, each a share of the CTA's K range
-    depth: int    # 64-value stages of weight each warp keeps in flight (registers)
+    depth: int    # ring slots per warp (shared memory): depth - 1 stages of 64 K values in flight
     min_blocks: int = 1  # __launch_bounds__ CTAs per SM
 
     @property
