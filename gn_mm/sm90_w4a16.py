@@ -125,7 +125,11 @@ def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
         x = x + k_tiles if stream else x + grid * k_stages
 
 
-FILL, FIXUP = 3, 4  # stage-times: a CTA's pipeline fill and epilogue; one stream-K fix-up (publish or add up)
+# Stage-times: a CTA's pipeline fill and epilogue; one stream-K fix-up (publish or add up). FIXUP = 5 sends
+# 8192 x 28672 decode tiles with 128-value stages (112 tiles for 132 SMs) to whole tiles, which measured 2-4%
+# faster than equal stream-K shares in the same run (M = 1: 36.1-36.2 vs 36.8 us; M = 16: 39.2-39.4 vs 40.7;
+# benchmarks/results/w4a16_tune_whole_vs_streamk_h200.json); no other benchmark shape changes schedule.
+FILL, FIXUP = 3, 5
 # Tiles up to this many outputs (M <= 16 decode) may take equal stream-K shares that straddle tiles; larger ones
 # measured 5-50% slower that way than with whole tiles or aligned K splits (benchmarks/results/
 # w4a16_schedule_h200.json), so they split K only into equal aligned pieces.

@@ -150,6 +150,8 @@ def test_wgmma_w4a16_schedule():
     C = sm90_w4a16.Sm90W4A16Config
     # Decode at 8192 x 28672: 112 tiles of 256 columns leave 20 of 132 SMs idle as whole tiles: stream-K.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 1, 28672, 128, 132) == (132, True)
+    # With 128-value stages (64 of them) the same 112 tiles run whole: the fix-ups cost more than the idle SMs.
+    assert sm90_w4a16.schedule(C(8, 2, 2, 6, 2), 1, 28672, 64, 132) == (112, False)
     # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
     assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
