@@ -1,9 +1,11 @@
 """Time every candidate W4A16 config per M and (K, N): CUDA-graph GPU time, inputs past L2.
-Candidates of both kernels: mma.sync (w4a16_...) and, on sm_90, wgmma (w4a16wg_...). --splits times each
-config under the heuristic's K splitting (h) and under overrides (wgmma: 1 whole tiles, s > 1 stream-K over
-tiles x s CTAs, at most one per SM); --heuristic-config times only the config the heuristic picks.
+Candidates of the kernels: mma.sync (w4a16_...) and, on sm_90, wgmma (w4a16wg_...); with --decode the decode
+kernel's (w4a16dec_..., M in 1, 16). --splits times each config under the heuristic's K splitting (h) and under
+overrides (mma.sync / decode: K splits; wgmma: 1 whole tiles, s > 1 stream-K over tiles x s CTAs, at most one
+per SM); --heuristic-config times only the config the heuristic picks.
 
     python scripts/tune_w4a16.py --out tune_w4a16.json [--ms 1,16,64,256,2048] [--splits h,1,2,4,8]
+    python scripts/tune_w4a16.py --decode --ms 1 --splits h,1,2 [--dtype float16] [--shapes 4096x4096]
 """
 
 import argparse
@@ -37,8 +39,9 @@ WGMMA = {
 }
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
-# The decode kernel (M <= 16, any sm_80+ GPU): strips per CTA x warps per strip, ring depth.
-DECODE = {1: [D(8, s, wk, d, o) for s, wk, d, o in ((2, 8, 4, 1), (2, 8, 4, 2), (2, 4, 8, 1), (2, 4, 8, 3), (1, 8, 4, 2))],
+# The decode kernel (any sm_80+ GPU): strips per CTA x warps per strip along K, ring depth, CTAs per SM.
+DECODE = {1: [D(8, s, wk, d, o) for s, wk, d, o in ((2, 8, 4, 1), (2, 8, 4, 2), (2, 4, 8, 1), (2, 4, 8, 3),
+                                                    (1, 8, 4, 2))],
           16: [D(16, s, wk, d) for s in (2, 4) for wk in (2, 4, 8) for d in (4, 8) if s * wk <= 16]}
 
 if __name__ == "__main__":
