@@ -44,32 +44,9 @@ GN_DEVICE u32 dq_sub(u32 x, u32 neg_z) {
 template <int H>
 GN_DEVICE u32 dq_broadcast(u32 x) { return __byte_perm(x, x, H ? 0x3232 : 0x1010); }
 
-// A lane's zero points for one group: z2 holds (MAGIC + zero of column g, MAGIC + zero of column 8 + g, the
-// latter 16x for fp16), stored negated and broadcast.
-struct DqZeros {
-  u32 lo, hi;
-  GN_DEVICE void set(u32 z2) {
-    lo = dq_broadcast<0>(z2) ^ DQ_NEG;
-    hi = dq_broadcast<1>(z2) ^ DQ_NEG;
-  }
-  // One packed word -> two m16n8k16 B fragments of (q - zero): n8 tile 0 (column g) = {r[0], r[1]} from nibble
-  // pairs (bits 0/16, 8/24), tile 1 (column 8 + g) = {r[2], r[3]} from pairs (4/20, 12/28).
-  GN_DEVICE void word(u32 w, u32 (&r)[4]) const {
-    const u32 w8 = w >> 8;
-#if GN_ACT_KIND == GN_ACT_F16
-    r[2] = dq_sub(dq_lop(w, 0x00f000f0u), hi);
-    r[3] = dq_sub(dq_lop(w8, 0x00f000f0u), hi);
-#else
-    r[2] = dq_sub(dq_lop(w >> 4, 0x000f000fu), hi);
-    r[3] = dq_sub(dq_lop(w >> 12, 0x000f000fu), hi);
-#endif
-    r[0] = dq_sub(dq_lop(w, 0x000f000fu), lo);
-    r[1] = dq_sub(dq_lop(w8, 0x000f000fu), lo);
-  }
-};
-
-// One packed word -> the same four registers as DqZeros::word, holding (MAGIC + q) (the zero point not yet
-// subtracted): for kernels that remove (MAGIC + zero) x the activations' sums once per group instead.
+// One packed word -> two m16n8k16 B fragments of (MAGIC + q): n8 tile 0 (column g) = {r[0], r[1]} from nibble
+// pairs (bits 0/16, 8/24), tile 1 (column 8 + g) = {r[2], r[3]} from pairs (4/20, 12/28). DqZeros::word takes
+// the zero point off; kernels that remove (MAGIC + zero) x the activations' sums once per group use it as is.
 GN_DEVICE void dq_raw(u32 w, u32 (&r)[4]) {
   const u32 w8 = w >> 8;
 #if GN_ACT_KIND == GN_ACT_F16
@@ -82,6 +59,24 @@ GN_DEVICE void dq_raw(u32 w, u32 (&r)[4]) {
   r[0] = dq_lop(w, 0x000f000fu);
   r[1] = dq_lop(w8, 0x000f000fu);
 }
+
+// A lane's zero points for one group: z2 holds (MAGIC + zero of column g, MAGIC + zero of column 8 + g, the
+// latter 16x for fp16), stored negated and broadcast.
+struct DqZeros {
+  u32 lo, hi;
+  GN_DEVICE void set(u32 z2) {
+    lo = dq_broadcast<0>(z2) ^ DQ_NEG;
+    hi = dq_broadcast<1>(z2) ^ DQ_NEG;
+  }
+  // One packed word -> dq_raw's fragments minus the zero points: exact (q - zero).
+  GN_DEVICE void word(u32 w, u32 (&r)[4]) const {
+    dq_raw(w, r);
+    r[0] = dq_sub(r[0], lo);
+    r[1] = dq_sub(r[1], lo);
+    r[2] = dq_sub(r[2], hi);
+    r[3] = dq_sub(r[3], hi);
+  }
+};
 
 // x * s on both halves (sm_90 has bf16x2 multiplies): the one rounding of a dequantised weight.
 GN_DEVICE u32 dq_mul(u32 x, u32 s) {

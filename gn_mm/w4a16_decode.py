@@ -67,20 +67,19 @@ CONFIGS = (
 )
 MAX_N = 8192
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
+SMEM_LIMIT = 99 * 1024  # per CTA: the least any sm_80+ GPU offers (sm_86 / sm_89), so every config runs anywhere
+
 
 def split_stages(k_stages: int, splits: int, group_size: int) -> int:
     """64-value stages per K split: whole groups (the kernel's warps take whole groups)."""
-    spg = max(1, group_size // 64)
-    return -(-(-(-k_stages // splits)) // spg) * spg
+    per, spg = -(-k_stages // splits), max(1, group_size // 64)
+    return -(-per // spg) * spg
 
 
 def fits(config: DecodeConfig, m: int, per_split: int) -> bool:
     """Shared memory with the largest ring slot (G = 32 with zero points) within SMEM_LIMIT."""
     return m <= config.mrows and config.threads <= 1024 and \
         config.smem_bytes(m, per_split, 32, True) <= SMEM_LIMIT
-
-
-SMEM_LIMIT = 99 * 1024  # per CTA: the least any sm_80+ GPU offers (sm_86 / sm_89), so every config runs anywhere
 
 
 def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, splits: int | None = None,
