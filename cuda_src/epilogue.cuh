@@ -6,6 +6,7 @@
 
 template <int OUT>
 struct Epilogue {
+  static constexpr int KIND = OUT;
   u8* C;
   const float *scale_a, *scale_b, *bias;
   int M, N, ldc, scale_a_mode, scale_b_mode, has_bias;

@@ -22,12 +22,13 @@ REDUCE_KINDS = (runtime.TENSOR,) * 5 + (runtime.INT,) * 7
 
 
 def min_blocks(variant: Variant, config: Sm80Config, arch: Arch) -> int:
-    """__launch_bounds__ minimum-blocks hint (0: none). 4-warp CTAs get 1 (one CTA per SM is enough): without
-    it ptxas squeezes them into few registers and spills a few bytes. Emulated instructions on larger warp
-    tiles, and 8-warp CTAs, spill only with the hint. Empirical (ptxas 13.0); tests/test_compile_offline.py
-    compiles every combination the heuristic can pick and fails on any spill."""
+    """__launch_bounds__ minimum-blocks hint (0: none). Native instructions get 1 (one CTA per SM is enough):
+    without it ptxas may squeeze a CTA into 128 registers and spill a few bytes. Emulated instructions (fp8 and
+    int4 on sm_90) keep it only on 4-warp CTAs with small warp tiles; elsewhere they spill only with it.
+    Empirical (ptxas 13.0); tests/test_compile_offline.py compiles every combination the heuristic can pick
+    and fails on any spill."""
     emulated = arch.cc in variant.emulated_on
-    return 1 if config.threads <= 128 and (not emulated or config.warp_tile <= 1024) else 0
+    return 1 if not emulated or (config.threads <= 128 and config.warp_tile <= 1024) else 0
 
 
 def spec(variant: Variant, out: str, config: Sm80Config, arch: Arch) -> KernelSpec:
