@@ -1,5 +1,5 @@
 """A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too, and K split
-inside clusters), and of the W4A16 decode kernel, for compute-sanitizer:
+inside clusters), whole and edge tiles of the mma.sync kernel, and the W4A16 decode kernel, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
@@ -42,6 +42,16 @@ for v in variants.MMA_SYNC:
             a4, w4 = torch.cat([a] * reps, dim=1), torch.cat([w] * reps, dim=1)
             for cfg in SPLIT_CLUSTERS:
                 gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
+# The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
+# registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.
+for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):
+    a = torch.randn(300, 256, device=dev).clamp(-3, 3).to(dtype)
+    w = torch.randn(520, 256, device=dev).clamp(-3, 3).to(dtype)
+    sa, sb, bias = torch.rand(300, device=dev), torch.rand(520, device=dev), torch.randn(520, device=dev)
+    for splits in (1, 2):
+        gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
+    scales = dict(scale_a=sa, scale_b=sb) if dtype == torch.int8 else {}  # scales: fp8 and int8 only
+    gn_mm.mm(a, w.t(), acc_dtype=acc, config="mma.sync", bias=bias, out_dtype=torch.bfloat16, **scales)
 # W4A16 decode kernel: ragged N and K (K past the row end is NaN and must not be read), every group kind, zero
 # points, K splits (workspace + tickets).
 from gn_mm import w4a16_formats as fmt  # noqa: E402
