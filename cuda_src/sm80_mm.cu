@@ -5,8 +5,9 @@
 // K per instruction with the same register layout, so one pipeline serves bf16, f16, tf32, fp8, int8 and int4.
 //
 // Pipeline: NUM_STAGES-deep ring of (BLOCK_M + BLOCK_N) x BLOCK_K_BYTES tiles in XOR-swizzled shared memory
-// -> ldmatrix.x4 fragments -> mma.sync into register accumulators -> register epilogue (fp32 scales per
-// tensor / row / column, bias) with every store masked against M and N. The ring is filled by cp.async
+// -> ldmatrix.x4 fragments -> mma.sync into register accumulators -> epilogue (fp32 scales per tensor / row /
+// column, bias): whole tiles through the drained ring as 16-byte row stores, edge tiles straight from
+// registers with every store masked against M and N. The ring is filled by cp.async
 // (every thread copies 16-byte chunks) or, on sm_90 (TMA_LOADS), by one thread's TMA loads completing on an
 // mbarrier per slot: the XOR swizzle below is TMA's 64- and 128-byte swizzle, so both fill the same layout,
 // and the other threads spend no instructions or LSU slots on copies.
@@ -220,8 +221,9 @@ GN_DEVICE void store_fragments(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::
   }
 }
 
-// The warp tile through shared memory, then whole-row 16-byte stores: the fragment layout's 4-byte stores
-// (8 rows x 16 bytes per instruction) cost the kernel ~8% at 4096^3, the SM's tensor cores idle meanwhile.
+// The warp tile through shared memory, then whole-row 16-byte stores: stored from the fragment layout (4 bytes
+// per lane, 8 rows x 16 bytes per instruction) the epilogue took ~10% of the kernel at 4096^3, the SM's tensor
+// cores idle meanwhile (benchmarks/NOTES.md, sm80 11-12).
 // `region`: this warp's WARP_M x WARP_N outputs of the drained ring, rows of ROW bytes whose 16-byte chunks are
 // XOR-swizzled so that a fragment store's 8 rows hit distinct banks. The tile must lie inside C, with
 // 16-byte aligned rows. Scales and bias are applied on the way in; integer outputs stay exact.
