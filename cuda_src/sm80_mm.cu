@@ -49,8 +49,10 @@ static_assert(NUM_STAGES >= 2, "need at least two stages");
 typedef Mma<GN_ACC_KIND> MmaOp;
 typedef typename MmaOp::Reg AccReg;
 
-// XOR swizzle of 16-byte chunks: the 8 rows one ldmatrix reads land in 8 distinct bank groups.
-GN_DEVICE int swizzle(int row) { return (row / (8 / CHUNKS)) % CHUNKS; }
+// XOR swizzle of 16-byte chunks over rows of C chunks (4 or 8): 8 consecutive rows land in 8 distinct bank
+// groups (what one ldmatrix, or one fragment store of the staged epilogue, touches).
+template <int C = CHUNKS>
+GN_DEVICE int swizzle(int row) { return (row / (8 / C)) % C; }
 
 // Copies one operand's [ROWS x BLOCK_K_BYTES] tiles with cp.async. Thread t always copies the same
 // 16-byte chunk column of rows t / CHUNKS + i * ROW_STEP, so every address but the K offset is fixed
@@ -73,7 +75,7 @@ struct TileLoader {
     src = tile + (i64)row * ld + k_chunk;
     step = (i64)ROW_STEP * ld;
     // ROW_STEP is a multiple of 8, so every row of this thread has the same swizzle.
-    smem_off = row * BLOCK_K_BYTES + ((chunk ^ swizzle(row)) << 4);
+    smem_off = row * BLOCK_K_BYTES + ((chunk ^ swizzle<>(row)) << 4);
     valid = 0;
 #pragma unroll
     for (int i = 0; i < LOADS; ++i) valid |= (row + i * ROW_STEP < rows_valid ? 1u : 0u) << i;
@@ -248,8 +250,7 @@ GN_DEVICE void store_staged(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::REG
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = i * 16 + h * 8 + g, byte = (j * 8 + 2 * t) * B;
-        const int chunk = (byte / 16) ^ ((r / (8 / SPREAD)) % SPREAD);
-        const u32 at = region + r * ROW + chunk * 16 + byte % 16;
+        const u32 at = region + r * ROW + ((byte / 16) ^ swizzle<SPREAD>(r)) * 16 + byte % 16;
         if constexpr (OUT == GN_OUT_S32) {
           asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(at), "r"((int)acc[i][j][2 * h]),
                        "r"((int)acc[i][j][2 * h + 1]));
@@ -273,7 +274,7 @@ GN_DEVICE void store_staged(const Ep& ep, const AccReg (&acc)[MI][NI][MmaOp::REG
     uint4 v;
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(region + r * ROW + (c ^ ((r / (8 / SPREAD)) % SPREAD)) * 16));
+                 : "r"(region + r * ROW + (c ^ swizzle<SPREAD>(r)) * 16));
     *(uint4*)(ep.C + ((i64)(m0 + r) * ep.ldc + n0) * B + c * 16) = v;
   }
 }
@@ -326,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_mm(
   // ldmatrix addresses. A: lanes 0-15 give rows, lanes 16-31 the same rows' next 16-byte chunk.
   // B: lanes pick (n 0-7 | 8-15) x (chunk 0 | 1) in the order b0, b1 of fragment j, then of j + 1.
   const int a_row = warp_m * WARP_M + lane % 16, b_row = warp_n * WARP_N + lane % 8 + (lane / 16) * 8;
-  const int a_c = (lane / 16) ^ swizzle(a_row), b_c = ((lane / 8) % 2) ^ swizzle(b_row);
+  const int a_c = (lane / 16) ^ swizzle<>(a_row), b_c = ((lane / 8) % 2) ^ swizzle<>(b_row);
   // Software pipeline: fragments of k-step ks + 1 are loaded before the MMAs of ks; on the last k-step
   // of a tile the next tile is waited for first.
   u32 af[2][MI][4], bf[2][NI][2];
