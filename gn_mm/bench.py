@@ -200,9 +200,6 @@ def save(result: dict, stem: str) -> list[str]:
 def main(argv=None) -> int:
     """`python -m gn_mm bench` and scripts/bench.py: gn_mm vs torch peers, table + JSON + PNG."""
     import argparse
-    import sys
-
-    import torch
 
     p = argparse.ArgumentParser(prog="python -m gn_mm bench", description="gn_mm vs torch peers per variant")
     p.add_argument("--variants", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
@@ -214,12 +211,8 @@ def main(argv=None) -> int:
                         "or a config name (python -m gn_mm variants lists them)")
     p.add_argument("--out", default="gn_mm_bench", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
-    unknown = [v for v in args.variants.split(",") if v not in CASES]
-    if unknown:
-        p.error(f"unknown variants {unknown}; choose from {', '.join(CASES)}")
-    if not torch.cuda.is_available():
-        print("python -m gn_mm bench times kernels, so it needs a CUDA GPU; none is visible here. "
-              "(`python -m gn_mm variants --arch sm_90a --compile` works without one.)", file=sys.stderr)
+    report.unknown_names(p, "variants", args.variants.split(","), CASES)
+    if report.no_gpu("bench", "times kernels"):
         return 2
     shapes = {"square": SQUARE, "llm": LLM, "all": tuple(dict.fromkeys(SQUARE + LLM))}[args.shapes]
     if args.quick:

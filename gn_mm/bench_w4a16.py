@@ -125,8 +125,7 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", default=None, help="K x N list, e.g. 4096x4096,4096x14336")
     p.add_argument("--reps", type=int, default=30)
     args = p.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("w4a16-bench needs a CUDA GPU")
+    if report.no_gpu("w4a16-bench", "times kernels"):
         return 2
     device = torch.device("cuda")
     dtype = getattr(torch, args.dtype)

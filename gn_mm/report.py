@@ -1,10 +1,28 @@
-"""What every measuring command shares: a progress bar (when tqdm is installed) and the JSON + markdown +
-PNG files it writes next to an output stem."""
+"""What every measuring command shares: its argument checks, a progress bar (when tqdm is installed) and the
+JSON + markdown + PNG files it writes next to an output stem."""
 
 from __future__ import annotations
 
 import json
 import sys
+
+
+def unknown_names(parser, kind: str, given: list[str], known) -> None:
+    """Exit through `parser` (usage error) if any of `given` is not in `known`."""
+    unknown = [x for x in given if x not in known]
+    if unknown:
+        parser.error(f"unknown {kind} {unknown}; choose from {', '.join(known)}")
+
+
+def no_gpu(command: str, does: str) -> bool:
+    """True (after saying so on stderr) when no CUDA GPU is visible: `python -m gn_mm <command>` <does>."""
+    import torch
+
+    if torch.cuda.is_available():
+        return False
+    print(f"python -m gn_mm {command} {does}, so it needs a CUDA GPU; none is visible here. "
+          "(`python -m gn_mm variants --arch sm_90a --compile` works without one.)", file=sys.stderr)
+    return True
 
 
 def progress_bar(iterable, desc: str, total: int | None = None):

@@ -202,12 +202,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="gn_mm_sol", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
     names = args.dtypes.split(",")
-    unknown = [n for n in names if n not in DTYPES]
-    if unknown:
-        p.error(f"unknown dtypes {unknown}; choose from {', '.join(DTYPES)}")
-    if not torch.cuda.is_available():
-        print("python -m gn_mm sol measures the GPU, so it needs a CUDA GPU; none is visible here. "
-              "(`python -m gn_mm variants --arch sm_90a --compile` works without one.)", file=sys.stderr)
+    report.unknown_names(p, "dtypes", names, DTYPES)
+    if report.no_gpu("sol", "measures the GPU"):
         return 2
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     if args.quick:

@@ -65,6 +65,17 @@ def _rand(e, rows, k, device):
     return view, view.double()
 
 
+def _epilogue_ref(a64, w64, m, n, device, scaled: bool):
+    """(mm kwargs, float64 reference): with `scaled`, per-row / per-column scales and a bias (fp8 and int8 to float
+    outputs); otherwise the plain product."""
+    ref = a64 @ w64.t()
+    if not scaled:
+        return {}, ref
+    sa, sb = torch.rand(m, device=device) + 0.5, torch.rand(n, device=device) * 0.01
+    bias = torch.randn(n, device=device)
+    return dict(scale_a=sa, scale_b=sb, bias=bias), ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+
+
 def _poison(m, n, dtype, device):
     c = torch.empty(m, n, dtype=dtype, device=device)
     c.fill_(float("nan") if dtype.is_floating_point else -(2**31) + 7)
@@ -357,12 +368,7 @@ def test_split_k_matches_reference(combo, splits, shape, path):
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[a_t], m, k, dev)
     w, w64 = _rand(BY_NAME[b_t], n, k, dev)
-    kw, ref = {}, a64 @ w64.t()
-    if a_t in ("s8", "e4m3") and out != "s32":
-        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01
-        bias = torch.randn(n, device=dev)
-        kw.update(scale_a=sa, scale_b=sb, bias=bias)
-        ref = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t in ("s8", "e4m3") and out != "s32")
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, splits=splits, **kw)
     _check(c, ref, out, extra_tol(a_t, path))

@@ -12,7 +12,7 @@ from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
 from gn_mm.sm90_config import DECODE, LARGE, NARROW, SM90_CONFIGS
 
-from test_mm_gpu import INPUT_TOL, _check, _poison, _rand
+from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
 pytestmark = [pytest.mark.gpu]
 
@@ -41,12 +41,7 @@ def test_every_config(cfg, combo, shape):
     if acc == "f16" and a.dtype == torch.float16:  # keep f16 sums well inside range
         a.mul_(0.25)
         a64 = a.double()
-    kw, ref = {}, a64 @ w64.t()
-    if a_t in ("e4m3", "u8") and out != "s32":
-        sa, sb = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01
-        bias = torch.randn(n, device=dev)
-        kw.update(scale_a=sa, scale_b=sb, bias=bias)
-        ref = ref * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t in ("e4m3", "u8") and out != "s32")
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
     _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
@@ -119,10 +114,9 @@ def test_split_k_every_config(cfg, splits):
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
     w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
-    sa, sb, bias = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01, torch.randn(n, device=dev)
-    ref = (a64 @ w64.t()) * sa.double()[:, None] * sb.double()[None, :] + bias.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, True)
     c = _poison(m, n, torch.bfloat16, dev)
-    gn_mm.mm(a, w.t(), out=c, config=cfg, splits=splits, scale_a=sa, scale_b=sb, bias=bias)
+    gn_mm.mm(a, w.t(), out=c, config=cfg, splits=splits, **kw)
     _check(c, ref, "bf16")
 
 
@@ -210,14 +204,13 @@ def test_split_k_inside_a_cluster_scales_bias_determinism_and_saturation():
     m, n, k = 16, 4096, 4104
     a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
     w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
-    sa, sb, bias = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01, torch.randn(n, device=dev)
-    ref = (a64 @ w64.t()) * sa.double()[:, None] * sb.double()[None, :] + bias.double()
-    first = gn_mm.mm(a, w.t(), config=cfg, scale_a=sa, scale_b=sb, bias=bias)
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, True)
+    first = gn_mm.mm(a, w.t(), config=cfg, **kw)
     _check(first, ref, "bf16", 2e-3)
     out = _poison(m, n, torch.bfloat16, dev)
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        gn_mm.mm(a, w.t(), config=cfg, scale_a=sa, scale_b=sb, bias=bias, out=out)
+        gn_mm.mm(a, w.t(), config=cfg, out=out, **kw)
     for _ in range(3):
         out.fill_(float("nan"))
         g.replay()
