@@ -38,20 +38,19 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                 for out in v.outs:
                     jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name},
                                  sm80_mm.spec(v, out, cfg, arch)))
-        if arch.cc >= sm80_w4a16.MIN_CC and (not variant_filter or "w4a16" in variant_filter):
-            for (dtype, group, zeros), cfg in sm80_w4a16.compile_matrix(all_configs):
-                jobs.append(({"variant": f"w4a16 {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
-                              "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
-                             sm80_w4a16.spec(dtype, group, zeros, cfg, arch)))
-            for (dtype, group, zeros), cfg in w4a16_decode.compile_matrix(all_configs):
-                jobs.append(({"variant": f"w4a16 decode {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
-                              "out": str(dtype)[6:], "config": cfg.name, "arch": arch.name},
-                             w4a16_decode.spec(dtype, group, zeros, cfg, arch)))
-        if arch.cc == 90 and (not variant_filter or "w4a16" in variant_filter):  # the wgmma kernel (sm_90a)
-            for (dtype, group, zeros), cfg in sm90_w4a16.compile_matrix(all_configs):
-                jobs.append(({"variant": f"w4a16 wgmma {str(dtype)[6:]} g{group or 'K'}{' zeros' if zeros else ''}",
-                              "out": str(dtype)[6:], "config": cfg.name, "arch": "sm_90a"},
-                             sm90_w4a16.spec(dtype, group, zeros, cfg)))
+        if variant_filter and "w4a16" not in variant_filter:
+            continue
+        # The W4A16 kernels: mma.sync and decode on sm_80+, the wgmma kernel (sm_90a) on sm_90.
+        families = [] if arch.cc < sm80_w4a16.MIN_CC else [
+            (sm80_w4a16.compile_matrix, lambda d, g, z, c: sm80_w4a16.spec(d, g, z, c, arch), arch.name),
+            (w4a16_decode.compile_matrix, lambda d, g, z, c: w4a16_decode.spec(d, g, z, c, arch), arch.name)]
+        if arch.cc == 90:
+            families.append((sm90_w4a16.compile_matrix, sm90_w4a16.spec, "sm_90a"))
+        for matrix, make, label in families:
+            for (dtype, group, zeros), cfg in matrix(all_configs):
+                s = make(dtype, group, zeros, cfg)
+                jobs.append(({"variant": dict(s.params)["variant_name"], "out": str(dtype)[6:], "config": cfg.name,
+                              "arch": label}, s))
     return jobs
 
 

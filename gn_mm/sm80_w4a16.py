@@ -99,9 +99,14 @@ def compile_matrix(all_configs: bool = False):
             for zeros in (False, True) for cfg in configs]
 
 
+def variant_name(kernel: str, dtype: torch.dtype, group_size: int, has_zeros: bool) -> str:
+    """The label of one W4A16 kernel build (rendered header, compile listings), e.g. "w4a16 decode bfloat16 g128"."""
+    return f"w4a16{' ' + kernel if kernel else ''} {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}"
+
+
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: W4A16Config, arch: Arch) -> KernelSpec:
     """group_size 0: one group spans K (per-channel scales)."""
-    params = {"variant_name": f"w4a16 {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+    params = {"variant_name": variant_name("", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
               "has_zeros": int(has_zeros), "group_size": group_size}
     return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), config.smem_bytes(group_size, has_zeros))

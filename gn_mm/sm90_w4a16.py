@@ -12,7 +12,7 @@ import torch
 from . import runtime, tma
 from .arch import Arch
 from .runtime import KernelSpec
-from .sm80_w4a16 import ACT_KIND, kernel_group_size
+from .sm80_w4a16 import ACT_KIND, kernel_group_size, variant_name
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -181,7 +181,7 @@ def compile_matrix(all_configs: bool = False):
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:
     """group_size 0: one group spans K (per-channel scales)."""
-    params = {"variant_name": f"w4a16 wgmma {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+    params = {"variant_name": variant_name("wgmma", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype],
               "instr": INSTR[dtype].format(n=config.block_m), "regs": config.block_m // 2,
               "has_zeros": int(has_zeros), "group_size": group_size}

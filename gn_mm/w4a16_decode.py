@@ -12,7 +12,7 @@ import torch
 from . import runtime
 from .arch import Arch
 from .runtime import KernelSpec
-from .sm80_w4a16 import ACT_KIND, INSTR
+from .sm80_w4a16 import ACT_KIND, INSTR, variant_name
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -113,7 +113,7 @@ def compile_matrix(all_configs: bool = False):
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: DecodeConfig, arch: Arch) -> KernelSpec:
     """group_size 0: one group spans K (per-channel scales). Shared memory depends on M and the K split: the
     kernel may take up to SMEM_LIMIT."""
-    params = {"variant_name": f"w4a16 decode {str(dtype)[6:]} g{group_size or 'K'}{' zeros' if has_zeros else ''}",
+    params = {"variant_name": variant_name("decode", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
               "has_zeros": int(has_zeros), "group_size": group_size}
     return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), SMEM_LIMIT)
