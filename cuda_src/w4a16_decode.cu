@@ -111,11 +111,18 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
   const i64 w_step = (i64)strips * 32;
 
 #if __CUDA_ARCH__ >= 900
-  // Launched as a programmatic dependent (sm_90): the previous kernel may still be finishing. Only an L2
-  // prefetch of this warp's first stages may run before griddepcontrol.wait (L2 is the point of coherence: a
-  // prefetch cannot make anyone read stale data); every load waits for that kernel to complete.
+  // Launched as a programmatic dependent (sm_90): the previous kernel may still be finishing. Only L2
+  // prefetches (this warp's first stages, the CTA's activations) may run before griddepcontrol.wait (L2 is the
+  // point of coherence: a prefetch cannot make anyone read stale data, even of what that kernel is writing);
+  // every load waits for that kernel to complete.
   if (lane % 8 == 0)
     for (int i = 0; i < gn_min(n, DEPTH); ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(wsrc + i * w_step));
+  if (tid < M) {  // and the activation rows of this CTA's K range (every CTA along N reads them)
+    const int k0 = cs0 * 64, k1 = gn_min(K, cs1 * 64);
+    if (k1 > k0)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(A + (i64)tid * lda + k0), "r"((k1 - k0) * 2)
+                   : "memory");
+  }
   asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
 #endif
 

@@ -25,7 +25,8 @@ CALLS = 10
 
 
 def _graph_time(fn, n_sets: int, reps: int) -> dict:
-    """Per-call GPU time: CALLS calls (input set i % n_sets) captured in one CUDA graph, replayed."""
+    """Per-call GPU time: CALLS calls (input set i % n_sets) captured in one CUDA graph, replayed back to back
+    behind a GPU sleep (timing.bench's gpu_only: no host time between replays)."""
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
@@ -36,7 +37,7 @@ def _graph_time(fn, n_sets: int, reps: int) -> dict:
             for i in range(CALLS):
                 fn(i % n_sets)
     torch.cuda.current_stream().wait_stream(stream)
-    t = bench(lambda i: graph.replay(), 1, warmup=3, reps=reps)
+    t = bench(lambda i: graph.replay(), 1, warmup=3, reps=reps, gpu_only=True)
     return {k: (v / CALLS if k.endswith("_ms") else v) for k, v in t.items()}
 
 

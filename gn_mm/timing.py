@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import statistics
+import time
 
 import torch
+
+SLEEP_CAP_S = 0.05  # the longest GPU sleep gpu_only queues
+CYCLES_PER_S = 2e9  # sleep length in clock cycles per second (>= any boost clock: a slower GPU sleeps longer)
 
 
 def rotation_sets(bytes_per_set: int, device=None, factor: float = 3.0, cap: int = 16) -> int:
@@ -13,11 +17,21 @@ def rotation_sets(bytes_per_set: int, device=None, factor: float = 3.0, cap: int
     return max(1, min(cap, int(-(-factor * l2 // max(bytes_per_set, 1)))))
 
 
-def bench(fn, n_sets: int = 1, warmup: int = 5, reps: int = 30) -> dict:
-    """Time fn(i) (i = repetition, pick input set i % n_sets) with CUDA events; milliseconds."""
+def bench(fn, n_sets: int = 1, warmup: int = 5, reps: int = 30, gpu_only: bool = False) -> dict:
+    """Time fn(i) (i = repetition, pick input set i % n_sets) with CUDA events; milliseconds.
+
+    An event pair around a call measures from the GPU reaching the first event to it reaching the second: when
+    the host submits the call more slowly than the GPU runs it, the host's time is in the number. That is the
+    point of an eager measurement. gpu_only=True measures GPU time instead: a GPU sleep queued first, longer
+    than the host needs to submit every repetition, so that all of them wait in the stream and run back to back.
+    """
+    t0 = time.perf_counter()
     for i in range(warmup):
         fn(i % n_sets)
+    host_s = (time.perf_counter() - t0) / max(warmup, 1)
     torch.cuda.synchronize()
+    if gpu_only:
+        torch.cuda._sleep(int(min(SLEEP_CAP_S, 2 * host_s * reps + 1e-4) * CYCLES_PER_S))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
     for i in range(reps):

@@ -186,7 +186,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
-        pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, splits, config, wgmma=arch.cc == 90)
+        pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
+                                   w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90)
         if pick is not None:
             return w4a16_decode.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, *pick, arch, device)
         if config is not None:

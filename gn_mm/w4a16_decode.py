@@ -61,13 +61,24 @@ C = DecodeConfig
 # kernel (benchmarks/results/w4a16_tune_decode_h200.json): the stream of 2-strip CTAs (8 warps along K each)
 # wins while the weight has at most MAX_N columns (4096 x 4096: 5.7 vs 7.6 us; 14336 x 4096: 12.5 vs 13.3);
 # past that, the wgmma kernel's persistent stream-K wins (4096 x 14336: 14.2 vs 13.5; 8192 x 28672: 39.5 vs
-# 36.5) and takes over.
+# 36.5) and takes over. 8-strip CTAs (2 warps along K) cover N with a quarter of the CTAs, so K splits fill
+# the GPU and each CTA copies a quarter of the activations: `choose` takes them where the 2-strip grid needs
+# two rounds of the SMs, or its CTAs copy more activations, past ACT_BYTES (H100,
+# benchmarks/results/w4a16_decode_configs_h100.json: 1 x 8192 x 8192 15.3 us against 17.4, 8 x 14336 x 4096
+# 17.3 against 25.6, 1 x 14336 x 4096 13.5 against 14.1; the 2-strip CTAs stay at 1 x 4096 x 4096, 6.0 against
+# 6.3, and short K, 8 x 1024 x 4096, 3.9 against 4.7).
 CONFIGS = (
-    (8, (C(8, 2, 8, 4),)),
+    (8, (C(8, 2, 8, 4), C(8, 8, 2, 4))),
 )
+ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
 MAX_N = 8192
+STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
-SMEM_LIMIT = 99 * 1024  # per CTA: the least any sm_80+ GPU offers (sm_86 / sm_89), so every config runs anywhere
+
+
+def smem_limit(arch: Arch) -> int:
+    """Dynamic shared memory a CTA may take on this arch (its opt-in limit per block less STATIC_SMEM)."""
+    return arch.smem_per_block() - STATIC_SMEM
 
 
 def split_stages(k_stages: int, splits: int, group_size: int) -> int:
@@ -76,29 +87,34 @@ def split_stages(k_stages: int, splits: int, group_size: int) -> int:
     return -(-per // spg) * spg
 
 
-def fits(config: DecodeConfig, m: int, per_split: int) -> bool:
-    """Shared memory with the largest ring slot (G = 32 with zero points) within SMEM_LIMIT."""
+def fits(config: DecodeConfig, m: int, per_split: int, group_size: int, has_zeros: bool, smem_limit: int) -> bool:
+    """M rows within the config's, and the CTA's shared memory within the GPU's opt-in limit per block."""
     return m <= config.mrows and config.threads <= 1024 and \
-        config.smem_bytes(m, per_split, 32, True) <= SMEM_LIMIT
+        config.smem_bytes(m, per_split, group_size, has_zeros) <= smem_limit
 
 
-def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, splits: int | None = None,
-           config: DecodeConfig | None = None, wgmma: bool = True):
+def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_zeros: bool, smem_limit: int,
+           splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True):
     """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
     when N > MAX_N and the GPU has the `wgmma` kernel: that is faster there). `config` / `splits` pin either.
-    Splits: the fewest that give MIN_FILL of the SMs a CTA and let the activations fit."""
+    Per config the fewest splits that give MIN_FILL of the SMs a CTA and let the activations fit; then the
+    config whose grid takes the fewest rounds of the SMs, then the one whose CTAs copy the fewest activation
+    bytes (up to ACT_BYTES counting as equal), then the earlier."""
     configs = [config] if config else next((cs for limit, cs in CONFIGS if m <= limit and (n <= MAX_N or not wgmma)),
                                            ())
-    strips = -(-n // 16)
+    strips, best = -(-n // 16), None
     for cfg in configs:
         blocks = -(-strips // cfg.strips)
         for s in [splits] if splits else range(1, k_stages + 1):
             per = split_stages(k_stages, s, group_size)
             s = -(-k_stages // per)
-            if fits(cfg, m, per) and (splits or blocks * s >= MIN_FILL * sm_count or
-                                      per <= max(1, group_size // 64)):
-                return cfg, s
-    return None
+            if fits(cfg, m, per, group_size, has_zeros, smem_limit) and (splits or blocks * s >= MIN_FILL * sm_count or
+                                                                        per <= max(1, group_size // 64)):
+                key = (-(-blocks * s // sm_count), max(m * per * 128, ACT_BYTES))
+                if best is None or key < best[0]:
+                    best = (key, cfg, s)
+                break
+    return best and best[1:]
 
 
 def compile_matrix(all_configs: bool = False):
@@ -112,11 +128,11 @@ def compile_matrix(all_configs: bool = False):
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: DecodeConfig, arch: Arch) -> KernelSpec:
     """group_size 0: one group spans K (per-channel scales). Shared memory depends on M and the K split: the
-    kernel may take up to SMEM_LIMIT."""
+    kernel may take up to the arch's opt-in limit per block."""
     params = {"variant_name": variant_name("decode", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype], "instr": INSTR[dtype],
               "has_zeros": int(has_zeros), "group_size": group_size}
-    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), SMEM_LIMIT)
+    return KernelSpec.make(STEM, STEM, params, Arch(arch.cc), smem_limit(arch))
 
 
 @dataclass(frozen=True)

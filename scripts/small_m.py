@@ -33,7 +33,7 @@ def graph_us(fn, n_sets: int) -> float:
             for i in range(CALLS):
                 fn(i % n_sets)
     torch.cuda.current_stream().wait_stream(stream)
-    return bench(lambda i: g.replay(), 1, warmup=3, reps=20)["median_ms"] * 1e3 / CALLS
+    return bench(lambda i: g.replay(), 1, warmup=3, reps=20, gpu_only=True)["median_ms"] * 1e3 / CALLS
 
 
 def eager_us(fn, n_sets: int, n: int = 400) -> float:

@@ -14,6 +14,7 @@ import json
 import torch
 
 from gn_mm import W4A16Config
+from gn_mm.arch import Arch
 from gn_mm import sm90_w4a16, w4a16_decode
 from gn_mm.w4a16_decode import DecodeConfig as D
 from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
@@ -40,9 +41,9 @@ WGMMA = {
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
 # The decode kernel (any sm_80+ GPU): strips per CTA x warps per strip along K, ring depth, CTAs per SM.
-DECODE = {1: [D(8, s, wk, d, o) for s, wk, d, o in ((2, 8, 4, 1), (2, 8, 4, 2), (2, 4, 8, 1), (2, 4, 8, 3),
-                                                    (1, 8, 4, 2))],
-          16: [D(16, s, wk, d) for s in (2, 4) for wk in (2, 4, 8) for d in (4, 8) if s * wk <= 16]}
+DECODE = {1: [D(8, s, wk, d) for s, wk, d in ((2, 8, 4), (8, 2, 4))],
+          16: [D(16, s, wk, d) for s, wk, d in ((2, 8, 4), (2, 4, 8), (4, 4, 6), (7, 2, 6), (8, 2, 4))]}
+DECODE[4] = DECODE[8] = DECODE[1]
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
@@ -55,6 +56,7 @@ if __name__ == "__main__":
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     args = p.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    arch = Arch.of_device()
     splits = [None if s == "h" else int(s) for s in args.splits.split(",")]
     rows = []
     shapes = SHAPES if not args.shapes else [tuple(map(int, x.split("x"))) for x in args.shapes.split(",")]
@@ -66,8 +68,9 @@ if __name__ == "__main__":
             acts = [torch.randn(m, k, device="cuda").to(dtype) for _ in weights]
             line = []
             configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else \
-                DECODE[m] if args.decode else CANDIDATES[m]
+                [None] + DECODE[m] if args.decode else CANDIDATES[m]  # None: what w4a16_mm picks
             for cfg in configs:
+                name = cfg.name if cfg is not None else "heuristic"
                 for sp in splits:
                     if sp is not None and sp > k // 64:
                         continue
@@ -75,18 +78,18 @@ if __name__ == "__main__":
                         t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
                                         len(weights), 20)
                     except ValueError as exc:  # gn_mm.LayoutError: this config cannot run the shape
-                        print(f"{cfg.name}/{sp}: {exc}")
+                        print(f"{name}/{sp}: {exc}")
                         continue
                     us = t["median_ms"] * 1e3
                     grid = stream = None
                     if isinstance(cfg, G):
                         grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms, sp)
                     if isinstance(cfg, D):
-                        pick = w4a16_decode.choose(m, n, k // 64, sms, 128, sp, cfg)
+                        pick = w4a16_decode.choose(m, n, k // 64, sms, 128, False, w4a16_decode.smem_limit(arch), sp, cfg)
                         grid = pick and -(-n // 16 // cfg.strips) * pick[1]
-                    rows.append({"k": k, "n": n, "m": m, "config": cfg.name, "splits": sp, "grid": grid,
+                    rows.append({"k": k, "n": n, "m": m, "config": name, "splits": sp, "grid": grid,
                                  "stream": stream, "us": us})
-                    line.append(f"{cfg.name}/{'h' if sp is None else sp}(grid {grid})={us:.1f}")
+                    line.append(f"{name}/{'h' if sp is None else sp}(grid {grid})={us:.1f}")
             print(f"{k}x{n} M={m}: " + "  ".join(line), flush=True)
         del weights
         torch.cuda.empty_cache()
