@@ -117,11 +117,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
   // every load waits for that kernel to complete.
   if (lane % 8 == 0)
     for (int i = 0; i < gn_min(n, DEPTH); ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(wsrc + i * w_step));
-  if (tid < M) {  // and the activation rows of this CTA's K range (every CTA along N reads them)
-    const int k0 = cs0 * 64, k1 = gn_min(K, cs1 * 64);
-    if (k1 > k0)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(A + (i64)tid * lda + k0), "r"((k1 - k0) * 2)
-                   : "memory");
+  if (tid < M) {  // and the activation rows of this CTA's K range (every CTA along N reads them), in whole
+    // 16-byte units (rows are 16-byte aligned; a ragged tail is left to the loads)
+    const int k0 = cs0 * 64, bytes = (gn_min(K, cs1 * 64) - k0) * 2 / 16 * 16;
+    if (bytes > 0)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(A + (i64)tid * lda + k0), "r"(bytes) : "memory");
   }
   asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
 #endif

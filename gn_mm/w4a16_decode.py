@@ -66,9 +66,15 @@ C = DecodeConfig
 # two rounds of the SMs, or its CTAs copy more activations, past ACT_BYTES (H100,
 # benchmarks/results/w4a16_decode_configs_h100.json: 1 x 8192 x 8192 15.3 us against 17.4, 8 x 14336 x 4096
 # 17.3 against 25.6, 1 x 14336 x 4096 13.5 against 14.1; the 2-strip CTAs stay at 1 x 4096 x 4096, 6.0 against
-# 6.3, and short K, 8 x 1024 x 4096, 3.9 against 4.7).
+# 6.3, and short K, 8 x 1024 x 4096, 3.9 against 4.7). For M = 1 a CTA of 7 strips covers N = 14336 (Llama-3-8B's
+# MLP) in 128 CTAs: one round of the SMs. Where a single activation row's grid takes one round, the decode
+# kernel beats the wgmma kernel past MAX_N too (`wide`; H100, benchmarks/results/w4a16_decode_wide_n_h100.json:
+# 1 x 4096 x 14336 13.6 against 14.4 us, 1 x 8192 x 14336 23.6 / 25.4, 1 x 4096 x 16384 14.6 / 15.4); with 4 or 8
+# rows, or two rounds, it does not (4 x 4096 x 14336 15.8 / 14.5, 1 x 4096 x 12288 15.6 / 14.0).
+# Rows: (largest M, candidates in order of preference, wide).
 CONFIGS = (
-    (8, (C(8, 2, 8, 4), C(8, 8, 2, 4))),
+    (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 6)), True),
+    (8, (C(8, 2, 8, 4), C(8, 8, 2, 4)), False),
 )
 ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
 MAX_N = 8192
@@ -96,12 +102,15 @@ def fits(config: DecodeConfig, m: int, per_split: int, group_size: int, has_zero
 def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_zeros: bool, smem_limit: int,
            splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True):
     """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
-    when N > MAX_N and the GPU has the `wgmma` kernel: that is faster there). `config` / `splits` pin either.
+    when N > MAX_N and the GPU has the `wgmma` kernel, unless the M class is `wide` and the grid takes one
+    round of the SMs: elsewhere the wgmma kernel is faster). `config` / `splits` pin either.
     Per config the fewest splits that give MIN_FILL of the SMs a CTA and let the activations fit; then the
     config whose grid takes the fewest rounds of the SMs, then the one whose CTAs copy the fewest activation
     bytes (up to ACT_BYTES counting as equal), then the earlier."""
-    configs = [config] if config else next((cs for limit, cs in CONFIGS if m <= limit and (n <= MAX_N or not wgmma)),
-                                           ())
+    configs, wide = ([config], True) if config else next(((cs, w) for limit, cs, w in CONFIGS if m <= limit),
+                                                         ((), False))
+    if wgmma and n > MAX_N and not wide:
+        return None
     strips, best = -(-n // 16), None
     for cfg in configs:
         blocks = -(-strips // cfg.strips)
@@ -114,14 +123,16 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
                 if best is None or key < best[0]:
                     best = (key, cfg, s)
                 break
-    return best and best[1:]
+    if best is None or (wgmma and n > MAX_N and not config and best[0][0] > 1):
+        return None
+    return best[1:]
 
 
 def compile_matrix(all_configs: bool = False):
     """((dtype, kernel group size, has_zeros), config) for every kernel the API can build."""
-    configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs))
+    configs = list(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))
     if not all_configs:
-        configs = list(dict.fromkeys((CONFIGS[0][1][0], CONFIGS[-1][1][0])))
+        configs = list(dict.fromkeys((CONFIGS[0][1][0], CONFIGS[-1][1][-1])))
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
             for zeros in (False, True) for cfg in configs]
 

@@ -52,9 +52,9 @@ for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):
         gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
     scales = dict(scale_a=sa, scale_b=sb) if dtype == torch.int8 else {}  # scales: fp8 and int8 only
     gn_mm.mm(a, w.t(), acc_dtype=acc, config="mma.sync", bias=bias, out_dtype=torch.bfloat16, **scales)
-# W4A16 decode kernel: ragged N and K (K past the row end is NaN and must not be read), every group kind, zero
-# points, K splits (workspace + tickets).
-from gn_mm import w4a16_formats as fmt  # noqa: E402
+# W4A16 decode kernel, every config the heuristic can pick: ragged N and K (K past the row end is NaN and must not
+# be read), every group kind, zero points, K splits (workspace + tickets).
+from gn_mm import w4a16_decode, w4a16_formats as fmt  # noqa: E402
 
 for group, k in ((32, 160), (128, 640), (None, 204)):
     n = 1000
@@ -66,8 +66,9 @@ for group, k in ((32, 160), (128, 640), (None, 204)):
     for m in (1, 5, 8):
         big = torch.full((m, k + 8), float("nan"), device=dev).bfloat16()
         big[:, :k] = torch.randn(m, k, device=dev).bfloat16()
-        for splits in (None, 3):
-            out = gn_mm.w4a16_mm(big[:, :k], w, splits=splits)
-            assert not out.isnan().any()
+        for cfg in dict.fromkeys(c for _, cs, _ in w4a16_decode.CONFIGS for c in cs):
+            for splits in (None, 3):
+                out = gn_mm.w4a16_mm(big[:, :k], w, config=cfg, splits=splits)
+                assert not out.isnan().any()
 torch.cuda.synchronize()
 print(f"ran {len(done)} variant families and the W4A16 decode kernel")
