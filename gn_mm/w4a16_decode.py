@@ -69,11 +69,12 @@ C = DecodeConfig
 # 6.3, and short K, 8 x 1024 x 4096, 3.9 against 4.7). For M = 1 a CTA of 7 strips covers N = 14336 (Llama-3-8B's
 # MLP) in 128 CTAs: one round of the SMs. Where a single activation row's grid takes one round, the decode
 # kernel beats the wgmma kernel past MAX_N too (`wide`; H100, benchmarks/results/w4a16_decode_wide_n_h100.json:
-# 1 x 4096 x 14336 13.6 against 14.4 us, 1 x 8192 x 14336 23.6 / 25.4, 1 x 4096 x 16384 14.6 / 15.4); with 4 or 8
-# rows, or two rounds, it does not (4 x 4096 x 14336 15.8 / 14.5, 1 x 4096 x 12288 15.6 / 14.0).
+# 1 x 4096 x 14336 13.8 against 14.4 us, 1 x 8192 x 14336 24.3 / 25.4, 1 x 4096 x 16384 14.6 / 15.4); with 4 or 8
+# rows, or two rounds, it does not (4 x 4096 x 14336 15.8 / 14.5, 1 x 4096 x 12288 15.6 / 14.0). Its ring is
+# 4 deep: 6 measured 1.5-3% faster but spills on sm_80 (bf16, G = 32: 14 warps cap a thread at 128 registers).
 # Rows: (largest M, candidates in order of preference, wide).
 CONFIGS = (
-    (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 6)), True),
+    (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 4)), True),
     (8, (C(8, 2, 8, 4), C(8, 8, 2, 4)), False),
 )
 ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
