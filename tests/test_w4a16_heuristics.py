@@ -1,0 +1,58 @@
+"""CPU tier: the W4A16 decode kernel's config and split choice (w4a16_decode.choose), checked against the
+choices the H100 measurements made (benchmarks/results/w4a16_decode_configs_h100.json,
+w4a16_decode_wide_n_h100.json; NOTES W4A16 24-25)."""
+
+import pytest
+
+from gn_mm import w4a16_decode as wd
+from gn_mm.arch import Arch
+
+H100 = dict(sm_count=132, smem_limit=wd.smem_limit(Arch(90)), wgmma=True)
+A10 = dict(sm_count=72, smem_limit=wd.smem_limit(Arch(86)), wgmma=False)
+
+
+def pick(m, k, n, gpu=H100, group=128, zeros=False):
+    got = wd.choose(m, n, k // 64, gpu["sm_count"], group, zeros, gpu["smem_limit"], wgmma=gpu["wgmma"])
+    return got and (got[0].strips, got[1])
+
+
+@pytest.mark.parametrize("m, k, n, want", [
+    (1, 4096, 4096, (2, 1)),    # 2-strip CTAs in one round: 6.0 us against 6.3 for 8 strips
+    (8, 1024, 4096, (2, 1)),    # short K: 3.9 against 4.7
+    (1, 14336, 4096, (8, 4)),   # 28 KB of activations per 2-strip CTA: 13.5 against 14.1
+    (8, 14336, 4096, (8, 4)),   # 2-strip CTAs need two rounds here (shared memory): 17.3 against 25.6
+    (1, 8192, 8192, (8, 2)),    # 2-strip CTAs take two rounds: 15.3 against 17.4
+    (1, 4096, 14336, (7, 1)),   # past MAX_N, one round: 13.3-13.8 against the wgmma kernel's 14.4
+    (1, 8192, 28672, None),     # no decode grid in one round: the wgmma kernel
+    (1, 4096, 12288, None),
+    (4, 4096, 14336, None),     # more than one row past MAX_N: the wgmma kernel (14.5 against 15.8)
+    (9, 4096, 4096, None),      # past the decode kernel's rows
+])
+def test_decode_choice_matches_the_h100_measurements(m, k, n, want):
+    assert pick(m, k, n) == want
+
+
+def test_every_choice_fits_and_fills():
+    """Whatever it picks: the activations fit the GPU's shared memory, every split is non-empty, and the grid
+    gives MIN_FILL of the SMs a CTA unless K runs out of whole groups first."""
+    for gpu in (H100, A10):
+        for group, zeros in ((32, True), (128, False), (0, False)):
+            for m in (1, 3, 8):
+                for k, n in ((4096, 4096), (14336, 4096), (1024, 11008), (8192, 14336), (256, 8)):
+                    got = wd.choose(m, n, k // 64, gpu["sm_count"], group, zeros, gpu["smem_limit"],
+                                    wgmma=gpu["wgmma"])
+                    if got is None:
+                        assert gpu["wgmma"] and n > wd.MAX_N
+                        continue
+                    cfg, splits = got
+                    per = wd.split_stages(k // 64, splits, group)
+                    assert (splits - 1) * per < k // 64 <= splits * per
+                    assert cfg.smem_bytes(m, per, group, zeros) <= gpu["smem_limit"]
+                    blocks = -(-n // 16 // cfg.strips)
+                    assert blocks * splits >= wd.MIN_FILL * gpu["sm_count"] or per <= max(1, group // 64)
+
+
+def test_sm80_class_gpus_never_take_the_wide_exception():
+    """Past MAX_N a GPU without the wgmma kernel still runs the decode kernel (nothing faster exists there)."""
+    assert pick(1, 8192, 28672, A10) is not None
+    assert pick(8, 4096, 14336, A10) is not None
