@@ -15,30 +15,13 @@ import torch
 
 from . import report, w4a16_formats as fmt
 from .sol import copy_bandwidth
-from .timing import bench, rotation_sets
+from .timing import bench, graph_time, rotation_sets
 from .w4a16 import w4a16_mm
 
 SHAPES = ((4096, 4096), (4096, 14336), (14336, 4096), (8192, 28672))  # (K, N)
 MS = (1, 16, 64, 256, 2048)
 TARGETS = {1: 3.0, 16: 3.0, 64: 2.0, 256: 1.0, 2048: 0.85}  # ratio over fp16 torch.matmul (issue 4)
 CALLS = 10
-
-
-def _graph_time(fn, n_sets: int, reps: int) -> dict:
-    """Per-call GPU time: CALLS calls (input set i % n_sets) captured in one CUDA graph, replayed back to back
-    behind a GPU sleep (timing.bench's gpu_only: no host time between replays)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(n_sets):
-            fn(i)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            for i in range(CALLS):
-                fn(i % n_sets)
-    torch.cuda.current_stream().wait_stream(stream)
-    t = bench(lambda i: graph.replay(), 1, warmup=3, reps=reps, gpu_only=True)
-    return {k: (v / CALLS if k.endswith("_ms") else v) for k, v in t.items()}
 
 
 def _weights(k: int, n: int, group: int, dtype, device, sets: int):
@@ -77,8 +60,8 @@ def measure_shape(k: int, n: int, ms, dtype, group: int, device, reps: int, bw_g
         row = {"k": k, "n": n, "m": m, "dtype": str(dtype)[6:], "group": group, "rel_err_vs_fp16": err,
                "weight_bytes": w_bytes}
         n_sets = len(weights)
-        row["ours_us"] = _graph_time(ours, n_sets, reps)["median_ms"] * 1e3
-        row["fp16_us"] = _graph_time(peer, n_sets, reps)["median_ms"] * 1e3
+        row["ours_us"] = graph_time(ours, n_sets, reps, CALLS)["median_ms"] * 1e3
+        row["fp16_us"] = graph_time(peer, n_sets, reps, CALLS)["median_ms"] * 1e3
         row["ours_eager_us"] = bench(ours, n_sets, reps=reps)["median_ms"] * 1e3
         row["fp16_eager_us"] = bench(peer, n_sets, reps=reps)["median_ms"] * 1e3
         row["ratio_fp16"] = row["fp16_us"] / row["ours_us"]
@@ -86,7 +69,7 @@ def measure_shape(k: int, n: int, ms, dtype, group: int, device, reps: int, bw_g
             tiny = lambda i: torch._weight_int4pack_mm(acts[i], weights[i][2][0], group, weights[i][2][1])  # noqa
             try:
                 t_err = ((tiny(0).float() - ref).norm() / ref.norm()).item()
-                row["int4pack_us"] = _graph_time(tiny, n_sets, reps)["median_ms"] * 1e3
+                row["int4pack_us"] = graph_time(tiny, n_sets, reps, CALLS)["median_ms"] * 1e3
                 row["int4pack_rel_err_vs_fp16"] = t_err
                 row["ratio_int4pack"] = row["int4pack_us"] / row["ours_us"]
             except RuntimeError as exc:  # not every torch build has tinygemm for this shape

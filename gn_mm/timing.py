@@ -42,6 +42,24 @@ def bench(fn, n_sets: int = 1, warmup: int = 5, reps: int = 30, gpu_only: bool =
     return _summary([s.elapsed_time(e) for s, e in zip(starts, ends)])
 
 
+def graph_time(fn, n_sets: int = 1, reps: int = 30, calls: int = 10) -> dict:
+    """Per-call GPU time of fn(i): `calls` calls (input set i % n_sets) captured in one CUDA graph (after one
+    eager call per set), the graph replayed back to back behind a GPU sleep (bench's gpu_only), each time
+    divided by `calls`."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for i in range(n_sets):
+            fn(i)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            for i in range(calls):
+                fn(i % n_sets)
+    torch.cuda.current_stream().wait_stream(stream)
+    t = bench(lambda i: graph.replay(), 1, warmup=3, reps=reps, gpu_only=True)
+    return {k: (v / calls if k.endswith("_ms") else v) for k, v in t.items()}
+
+
 def bench_pair(fn_a, fn_b, n_sets: int = 1, warmup: int = 5, reps: int = 30) -> tuple[dict, dict]:
     """bench() of two functions interleaved rep by rep (alternating which goes first), so that both see the
     same clocks, power and thermal state: on a long run an H200 slows down by up to 15%, and timing one

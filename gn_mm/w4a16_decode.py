@@ -77,6 +77,7 @@ CONFIGS = (
     (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 4)), True),
     (8, (C(8, 2, 8, 4), C(8, 8, 2, 4)), False),
 )
+HEURISTIC_CONFIGS = tuple(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))  # every config choose can pick
 ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
 MAX_N = 8192
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
@@ -120,7 +121,8 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
             s = -(-k_stages // per)
             if fits(cfg, m, per, group_size, has_zeros, smem_limit) and (splits or blocks * s >= MIN_FILL * sm_count or
                                                                         per <= max(1, group_size // 64)):
-                key = (-(-blocks * s // sm_count), max(m * per * 128, ACT_BYTES))
+                act_bytes = m * per * 64 * 2  # M rows of the CTA's K range, 2 bytes a value
+                key = (-(-blocks * s // sm_count), max(act_bytes, ACT_BYTES))
                 if best is None or key < best[0]:
                     best = (key, cfg, s)
                 break
@@ -131,9 +133,7 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
 
 def compile_matrix(all_configs: bool = False):
     """((dtype, kernel group size, has_zeros), config) for every kernel the API can build."""
-    configs = list(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))
-    if not all_configs:
-        configs = list(dict.fromkeys((CONFIGS[0][1][0], CONFIGS[-1][1][-1])))
+    configs = HEURISTIC_CONFIGS if all_configs else tuple(dict.fromkeys((CONFIGS[0][1][0], CONFIGS[-1][1][-1])))
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
             for zeros in (False, True) for cfg in configs]
 

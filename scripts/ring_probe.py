@@ -10,8 +10,7 @@ import json, sys, torch
 from torch.cuda._utils import _cuda_load_module
 from gn_mm import compiler, runtime
 from gn_mm.arch import Arch
-from gn_mm.bench_w4a16 import _graph_time
-from gn_mm.timing import rotation_sets
+from gn_mm.timing import graph_time, rotation_sets
 
 HDR = r'''
 typedef unsigned long long u64; typedef unsigned u32;
@@ -101,7 +100,7 @@ def main(out):
                 smem = 16 * d * c
                 def call(i, fn=fn, grid=grid, stages=stages, smem=smem):
                     runtime.launch(fn, (grid, 1, 1), (512, 1, 1), [sets[i], stages, sink], smem)
-                us = _graph_time(call, len(sets), 30)["median_ms"] * 1e3
+                us = graph_time(call, len(sets), 30)["median_ms"] * 1e3
                 rb = stages * grid * 16 * c
                 rows.append({"bytes": rb, "grid": grid, "mode": ["cp.async", "bulk"][m], "depth": d, "chunk": c,
                              "interleaved": il, "us": us, "gbs": rb / us / 1e3})

@@ -13,7 +13,7 @@ import torch
 
 import gn_mm
 from gn_mm import api
-from gn_mm.timing import bench, rotation_sets
+from gn_mm.timing import graph_time, rotation_sets
 
 SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (16, 14336, 4096), (16, 4096, 14336), (64, 4096, 4096),
           (128, 4096, 4096), (128, 14336, 4096), (128, 4096, 14336), (16, 1024, 4096), (16, 28672, 8192),
@@ -23,17 +23,7 @@ CALLS = 20  # calls per captured graph
 
 def graph_us(fn, n_sets: int) -> float:
     """Per call: CALLS calls (input set i % n_sets) captured in one graph, the graph replayed."""
-    for i in range(n_sets):
-        fn(i)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for i in range(CALLS):
-                fn(i % n_sets)
-    torch.cuda.current_stream().wait_stream(stream)
-    return bench(lambda i: g.replay(), 1, warmup=3, reps=20, gpu_only=True)["median_ms"] * 1e3 / CALLS
+    return graph_time(fn, n_sets, 20, CALLS)["median_ms"] * 1e3
 
 
 def eager_us(fn, n_sets: int, n: int = 400) -> float:

@@ -10,8 +10,7 @@ import json, sys, torch
 from torch.cuda._utils import _cuda_load_module
 from gn_mm import compiler, runtime
 from gn_mm.arch import Arch
-from gn_mm.bench_w4a16 import _graph_time
-from gn_mm.timing import rotation_sets
+from gn_mm.timing import graph_time, rotation_sets
 
 SRC = r'''
 typedef unsigned long long u64;
@@ -54,14 +53,14 @@ def main(out):
                     def call(i, grid=grid, threads=threads, pdl=pdl):
                         runtime.launch(fn, (grid, 1, 1), (threads, 1, 1), [sets[i], nbytes // 16, sink, pdl], 0,
                                        dependent=bool(pdl))
-                    us = _graph_time(call, len(sets), 30)["median_ms"] * 1e3
+                    us = graph_time(call, len(sets), 30)["median_ms"] * 1e3
                     rows.append({"bytes": nbytes, "grid": grid, "threads": threads, "pdl": pdl, "us": us,
                                  "gbs": nbytes / us / 1e3})
                     print(rows[-1], flush=True)
         sets.clear()
         torch.cuda.empty_cache()
     z = torch.zeros(1, device="cuda")
-    rows.append({"empty_kernel_us": _graph_time(lambda i: z.add_(1), 1, 30)["median_ms"] * 1e3})
+    rows.append({"empty_kernel_us": graph_time(lambda i: z.add_(1), 1, 30)["median_ms"] * 1e3})
     print(rows[-1])
     json.dump(rows, open(out, "w"), indent=1)
 

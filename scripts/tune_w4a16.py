@@ -18,8 +18,8 @@ from gn_mm.arch import Arch
 from gn_mm import sm90_w4a16, w4a16_decode
 from gn_mm.w4a16_decode import DecodeConfig as D
 from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
-from gn_mm.bench_w4a16 import SHAPES, _graph_time, _weights
-from gn_mm.timing import rotation_sets
+from gn_mm.bench_w4a16 import SHAPES, _weights
+from gn_mm.timing import graph_time, rotation_sets
 from gn_mm.w4a16 import w4a16_mm
 
 C = W4A16Config
@@ -76,7 +76,7 @@ if __name__ == "__main__":
                     if sp is not None and sp > k // 64:
                         continue
                     try:
-                        t = _graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
+                        t = graph_time(lambda i: w4a16_mm(acts[i], weights[i][0], config=cfg, splits=sp),
                                         len(weights), 20)
                     except ValueError as exc:  # gn_mm.LayoutError: this config cannot run the shape
                         print(f"{name}/{sp}: {exc}")

@@ -68,7 +68,7 @@ def test_w4a16_matrix(dtype, g, asym, m):
 
 
 # Decode configs the heuristic can pick, and corners: one strip per CTA, 16 rows with a deep ring.
-DECODE = list(dict.fromkeys(c for _, cs, _ in w4a16_decode.CONFIGS for c in cs)) + [
+DECODE = list(w4a16_decode.HEURISTIC_CONFIGS) + [
     w4a16_decode.DecodeConfig(8, 1, 4, 2), w4a16_decode.DecodeConfig(16, 4, 2, 8)]
 
 
