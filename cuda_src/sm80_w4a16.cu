@@ -249,14 +249,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, MIN_BLOCKS) sm80_w4a16
     if (tid == 0) last = ticket_arrive(tickets + tile, gridDim.y);
     __syncthreads();
     if (!last) return;
-#pragma unroll
-    for (int i = 0; i < MI; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        if (frag_row + i * 16 >= M) continue;
-        sum_splits(acc[i][j], mine + (i * NT + j) * NUM_THREADS + tid, (i64)V * NUM_THREADS, gridDim.y, blockIdx.y,
-                   gridDim.y);
-      }
+    sum_parts<V, 8>([&](int v) { return acc[v / NT][v % NT]; }, [&](int v) { return frag_row + v / NT * 16 < M; },
+                 mine + tid, (i64)V * NUM_THREADS, NUM_THREADS, gridDim.y, blockIdx.y, gridDim.y);
   }
 
   // Epilogue from registers: thread (g, t) holds rows g, g + 8 and columns 2t, 2t + 1 of each fragment. N is a

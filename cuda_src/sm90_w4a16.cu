@@ -221,11 +221,10 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
   if (t == 0) *flag = ticket_arrive(ticket, parts);
   named_barrier(1 + c, 128);
   if (!*flag) return false;
-#pragma unroll
-  for (int v = 0; v < V; ++v) {
-    float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
-    sum_splits(r, mine + (i64)v * 128 + t, (i64)V * 128, parts, split, max_parts);
-  }
+  // Fix-up loads in flight: 32-row FOLD tiles hold four accumulator and fragment sets and spill past 8 float4s.
+  constexpr int LOADS = FOLD && V >= 8 ? 8 : 16;
+  sum_parts<V, LOADS>([&](int v) { return &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4]; },
+               [](int) { return true; }, mine + t, (i64)V * 128, 128, parts, split, max_parts);
   return true;
 }
 

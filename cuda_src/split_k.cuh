@@ -3,32 +3,49 @@
 #pragma once
 #include "common.cuh"
 
-// r[0..3] = the sum of the `splits` partials of one float4 of accumulators: split s's sits at part[s * stride]
-// (in L2, written with __stcg), except this split's own (`own`), which r holds on entry. Eight loads stay in
-// flight at a time: a serial chain of L2 round trips would dominate decode. `bound`: a launch-wide upper bound
-// of `splits` (a kernel parameter): a loop bounded by it keeps register-tight kernels from spilling.
-GN_DEVICE void sum_splits(float* r, const float4* part, i64 stride, int splits, int own, int bound) {
-  float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = 0; s0 < bound; s0 += 8) {
-    float4 p[8];
+// at(v) (v < V: 4 floats of this thread's sums, part `own`'s on entry) = the sum of the `parts` partials in part
+// order (deterministic): part s's float4 v sits at part[s * stride + v * step], in L2 (written with __stcg; own's
+// too: it is read back from there unless its turn comes in the first batch of parts, before at(v) changes).
+// Float4s with live(v) false are left alone (their rows do not exist). The loads of a batch of B float4s x P
+// parts fly together (B = min(V, 8), P = max(1, LOADS / V)): the fix-up costs ceil(V / B) x ceil(parts / P) L2
+// round trips, where one per float4 dominated the last part's time in large tiles (16 for a 4096 x 4096 x 256
+// W4A16 tile) and small tiles want all their parts at once. LOADS: the float4s the caller's registers can hold
+// in flight. `bound`: a launch-wide upper bound of `parts` (a kernel parameter): a loop bounded by it keeps
+// register-tight kernels from spilling.
+template <int V, int LOADS, class At, class Live>
+GN_DEVICE void sum_parts(At at, Live live, const float4* part, i64 stride, i64 step, int parts, int own,
+                         int bound) {
+  constexpr int B = V < 8 ? V : 8, P = LOADS / V > 1 ? LOADS / V : 1;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int s = s0 + i;
-      p[i] = s == own ? make_float4(r[0], r[1], r[2], r[3])
-             : s < splits ? __ldcg(part + s * stride) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
+  for (int v0 = 0; v0 < V; v0 += B) {
+    for (int s0 = 0; s0 < bound; s0 += P) {
+      if (s0 >= parts) continue;
+      float4 x[P][B];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      sum.x += p[i].x;
-      sum.y += p[i].y;
-      sum.z += p[i].z;
-      sum.w += p[i].w;
+      for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int i = 0; i < B; ++i)
+          if ((P == 1 || s0 + p < parts) && v0 + i < V && live(v0 + i)) {
+            const float* r = at(v0 + i);
+            x[p][i] = s0 == 0 && p == own ? make_float4(r[0], r[1], r[2], r[3])
+                                          : __ldcg(part + (s0 + p) * stride + (v0 + i) * step);
+          }
+#pragma unroll
+      for (int p = 0; p < P; ++p) {
+        const int s = s0 + p;
+#pragma unroll
+        for (int i = 0; i < B; ++i) {
+          if ((P == 1 || s < parts) && v0 + i < V && live(v0 + i)) {
+            float* r = at(v0 + i);
+            r[0] = s == 0 ? x[p][i].x : r[0] + x[p][i].x;
+            r[1] = s == 0 ? x[p][i].y : r[1] + x[p][i].y;
+            r[2] = s == 0 ? x[p][i].z : r[2] + x[p][i].z;
+            r[3] = s == 0 ? x[p][i].w : r[3] + x[p][i].w;
+          }
+        }
+      }
     }
   }
-  r[0] = sum.x;
-  r[1] = sum.y;
-  r[2] = sum.z;
-  r[3] = sum.w;
 }
 
 // One arrival of the `parts` that share a tile, by one thread after a barrier that follows every thread's

@@ -1,5 +1,6 @@
 """A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too, and K split
-inside clusters), whole and edge tiles of the mma.sync kernel, and the W4A16 decode kernel, for compute-sanitizer:
+inside clusters), whole and edge tiles of the mma.sync kernel, and the W4A16 kernels (decode; split-K and stream-K
+fix-ups), for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
@@ -70,5 +71,19 @@ for group, k in ((32, 160), (128, 640), (None, 204)):
             for splits in (None, 3):
                 out = gn_mm.w4a16_mm(big[:, :k], w, config=cfg, splits=splits)
                 assert not out.isnan().any()
+# The W4A16 GEMM kernels' split-K / stream-K fix-ups (parts published to a workspace, the last adds them): every
+# mma.sync config with 3 splits and, on sm_90, every wgmma config with its own schedule and with 3 parts per tile.
+from gn_mm import sm80_w4a16, sm90_w4a16  # noqa: E402
+
+k, n = 640, 1000
+q = torch.randint(0, 16, (k, n), device=dev)
+scales = (torch.rand(k // 128, n, device=dev) * 0.05).bfloat16()
+w = gn_mm.prepare_w4a16(fmt.pack_nibbles(q, dim=1), scales, group_size=128)
+for cfg in [c for _, c in sm80_w4a16.CONFIGS]:
+    gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, k, device=dev).bfloat16(), w, config=cfg, splits=3)
+if hopper:
+    for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
+        for splits in (None, 3):
+            gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, k, device=dev).bfloat16(), w, config=cfg, splits=splits)
 torch.cuda.synchronize()
-print(f"ran {len(done)} variant families and the W4A16 decode kernel")
+print(f"ran {len(done)} variant families and the W4A16 kernels")
