@@ -7,7 +7,8 @@
 // each of its warps owns one strip and an equal share of the range in whole groups, and streams it through its
 // own ring of DEPTH 64-value stages in shared memory (cp.async, DEPTH - 1 stages ahead; 16 bytes per lane and
 // stage, in gn_mm's fragment-ordered packing, w4a16_formats.prepare): no CTA barrier in the main loop, and more
-// bytes in flight than registers could hold. The product is transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the
+// bytes in flight than registers could hold; L2_AHEAD > 0 also prefetches the stage that many past the ring into
+// L2 (more bytes in flight where a deeper ring would cost registers). The product is transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the
 // strip is the m16 side of m16n8k16 (word s of a lane is its A fragment for k16 step s, registers
 // {r0, r2, r1, r3} of DqZeros::word) and M the n8 side (MROWS = 8: one mma per 256 weights at any M <= 8;
 // 16: two). The CTA's activations (its K range, M rows) are copied to shared memory once, by cp.async, while
@@ -27,7 +28,7 @@
 #define GN_HAS_ZEROS 0
 #define GN_MMA_INSTR "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
-constexpr int MROWS = 8, STRIPS = 2, WARPS_K = 8, DEPTH = 4, MIN_BLOCKS = 1;
+constexpr int MROWS = 8, STRIPS = 2, WARPS_K = 8, DEPTH = 4, MIN_BLOCKS = 1, L2_AHEAD = 0;
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/copy.cuh"
@@ -153,6 +154,8 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
   auto fetch = [&](int slot, int i, bool first) {
     const bool live = i < n;
     cp_async_16_if(ring + slot * SLOT + lane * 16, wsrc, live);
+    if (L2_AHEAD > 0 && lane % 8 == 0 && i + L2_AHEAD < n)  // one 128-byte line per 8 lanes
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(wsrc + L2_AHEAD * w_step));
     wsrc += w_step;
     if (QL != 0 && first) {  // G = 32 with K padded to 64: a stage's second group may lie past the last: zeros
       cp_async_16_if(qdst + slot * SLOT, qsrc, live && lane < QL, GPS == 1 || qg < groups ? 16 : 0);

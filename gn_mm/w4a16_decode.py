@@ -30,18 +30,21 @@ class DecodeConfig:
     warps_k: int  # warps per strip, each a share of the CTA's K range
     depth: int    # ring slots per warp (shared memory): depth - 1 stages of 64 K values in flight
     min_blocks: int = 1  # __launch_bounds__ CTAs per SM
+    ahead: int = 0  # stages past the ring that each warp prefetches into L2 (0: none)
 
     @property
     def name(self) -> str:
         occ = f"_o{self.min_blocks}" if self.min_blocks > 1 else ""
-        return f"w4a16dec_m{self.mrows}_s{self.strips}x{self.warps_k}_d{self.depth}{occ}"
+        ahead = f"_a{self.ahead}" if self.ahead else ""
+        return f"w4a16dec_m{self.mrows}_s{self.strips}x{self.warps_k}_d{self.depth}{occ}{ahead}"
 
     @classmethod
     def parse(cls, name: str) -> "DecodeConfig":
-        m = re.fullmatch(r"w4a16dec_m(8|16)_s(\d+)x(\d+)_d(\d+)(?:_o(\d+))?", name.strip())
+        m = re.fullmatch(r"w4a16dec_m(8|16)_s(\d+)x(\d+)_d(\d+)(?:_o(\d+))?(?:_a(\d+))?", name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16dec_m8_s2x8_d4")
-        return cls(*(int(x) for x in m.groups() if x is not None))
+        mrows, strips, warps_k, depth, occ, ahead = m.groups()
+        return cls(int(mrows), int(strips), int(warps_k), int(depth), int(occ or 1), int(ahead or 0))
 
     @property
     def threads(self) -> int:
@@ -71,10 +74,12 @@ C = DecodeConfig
 # kernel beats the wgmma kernel past MAX_N too (`wide`; H100, benchmarks/results/w4a16_decode_wide_n_h100.json:
 # 1 x 4096 x 14336 13.8 against 14.4 us, 1 x 8192 x 14336 24.3 / 25.4, 1 x 4096 x 16384 14.6 / 15.4); with 4 or 8
 # rows, or two rounds, it does not (4 x 4096 x 14336 15.8 / 14.5, 1 x 4096 x 12288 15.6 / 14.0). Its ring is
-# 4 deep: 6 measured 1.5-3% faster but spills on sm_80 (bf16, G = 32: 14 warps cap a thread at 128 registers).
-# Rows: (largest M, candidates in order of preference, wide).
+# 4 deep: 6 measured 1.5-3% faster but spills on sm_80 (bf16, G = 32: 14 warps cap a thread at 128 registers);
+# instead each warp prefetches the weight 2 stages past its ring into L2 (1 x 4096 x 14336 13.8 -> 13.4 us, 1 x 8192
+# x 14336 24.2 -> 23.7; the same prefetch slows the 2- and 8-strip CTAs by 1-3%: benchmarks/results/
+# w4a16_decode_l2_ahead_h100.json). Rows: (largest M, candidates in order of preference, wide).
 CONFIGS = (
-    (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 4)), True),
+    (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 4, ahead=2)), True),
     (8, (C(8, 2, 8, 4), C(8, 8, 2, 4)), False),
 )
 HEURISTIC_CONFIGS = tuple(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))  # every config choose can pick

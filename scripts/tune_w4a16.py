@@ -41,7 +41,7 @@ WGMMA = {
 if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):
     CANDIDATES = WGMMA  # the mma.sync configs are 1.5-4x slower there (benchmarks/results/w4a16_tune_h200.json)
 # The decode kernel (any sm_80+ GPU): strips per CTA x warps per strip along K, ring depth, CTAs per SM.
-DECODE = {1: [D(8, s, wk, d) for s, wk, d in ((2, 8, 4), (8, 2, 4), (7, 2, 4), (7, 2, 6))] +
+DECODE = {1: [D(8, s, wk, d) for s, wk, d in ((2, 8, 4), (8, 2, 4), (7, 2, 4), (7, 2, 6))] + [D(8, 7, 2, 4, ahead=2)] +
              [G.parse("w4a16wg_8x256_c2_s6_k128")],
           16: [D(16, s, wk, d) for s, wk, d in ((2, 8, 4), (8, 2, 4), (16, 1, 4), (8, 1, 6), (4, 2, 6))]}
 DECODE[4] = DECODE[8] = DECODE[1]
