@@ -88,11 +88,13 @@ class Sm90W4A16Config:
 C = Sm90W4A16Config
 # By the largest M each serves (data, not branches), candidates in order of preference (the first that `fits`
 # the weight). Small M: the instruction's N is M rounded up to 8 and the tile is wide, and a stage is two
-# 64-value slices of K (16 KB of weight) where the group size allows, 6 deep (5-6 beat 3, 4, 8 and 10 stages);
-# large M: 256 x 128 tiles like a plain wgmma GEMM. Measured on an H200: benchmarks/results/w4a16_tune*.json.
+# 64-value slices of K (16 KB of weight) where the group size allows, 6 deep (5-6 beat 3, 4, 8 and 10 stages on
+# an H200 at M = 1); at M = 9..16 4 deep (H100, benchmarks/results/w4a16_tune_m16_h100.json: 4096 x 14336 15.1 us
+# against 15.9, 14336 x 4096 15.8 / 16.2, 4096 x 8192 10.6 / 11.1, elsewhere within 0.5%); large M: 256 x 128 tiles
+# like a plain wgmma GEMM. Measured on an H200 unless said: benchmarks/results/w4a16_tune*.json.
 CONFIGS = (
     (8, (C(8, 2, 2, 6, 2), C(8, 2, 2, 8))),
-    (16, (C(16, 2, 2, 6, 2), C(16, 2, 2, 8))),
+    (16, (C(16, 2, 2, 4, 2), C(16, 2, 2, 8))),
     (32, (C(32, 2, 2, 6, 2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 8), C(64, 2, 2, 6))),
     (128, (C(128, 2, 1, 6),)),
