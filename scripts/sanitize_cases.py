@@ -57,7 +57,7 @@ for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):
 # be read), every group kind, zero points, K splits (workspace + tickets).
 from gn_mm import w4a16_decode, w4a16_formats as fmt  # noqa: E402
 
-for group, k in ((32, 160), (128, 640), (None, 204)):
+for group, k in ((32, 160), (128, 640), (None, 204), (128, 2048)):
     n = 1000
     g = group or k
     q = torch.randint(0, 16, (k, n), device=dev)
@@ -68,7 +68,7 @@ for group, k in ((32, 160), (128, 640), (None, 204)):
         big = torch.full((m, k + 8), float("nan"), device=dev).bfloat16()
         big[:, :k] = torch.randn(m, k, device=dev).bfloat16()
         for cfg in w4a16_decode.HEURISTIC_CONFIGS:
-            for splits in (None, 3):
+            for splits in (None, 3, 1):  # 1 with K = 2048: warps long enough to issue their L2 prefetches
                 out = gn_mm.w4a16_mm(big[:, :k], w, config=cfg, splits=splits)
                 assert not out.isnan().any()
 # The W4A16 GEMM kernels' split-K / stream-K fix-ups (parts published to a workspace, the last adds them): every
@@ -80,7 +80,8 @@ q = torch.randint(0, 16, (k, n), device=dev)
 scales = (torch.rand(k // 128, n, device=dev) * 0.05).bfloat16()
 w = gn_mm.prepare_w4a16(fmt.pack_nibbles(q, dim=1), scales, group_size=128)
 for cfg in [c for _, c in sm80_w4a16.CONFIGS]:
-    gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, k, device=dev).bfloat16(), w, config=cfg, splits=3)
+    for m in (5, cfg.block_m - 3):  # 5: fragments whose rows do not exist (not published, not read back)
+        gn_mm.w4a16_mm(torch.randn(m, k, device=dev).bfloat16(), w, config=cfg, splits=3)
 if hopper:
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
         for splits in (None, 3):
