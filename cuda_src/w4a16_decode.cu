@@ -2,22 +2,22 @@
 // int4 weight streams from DRAM through per-warp shared-memory rings, is dequantised in registers and multiplied
 // with mma.sync.
 //
-// At decode sizes a W4A16 GEMM is a weight stream: the kernel's job is to keep enough bytes in flight on every
-// SM and to spend few instructions per weight. A CTA owns STRIPS 16-column strips of W and a K range (a split);
-// each of its warps owns one strip and an equal share of the range in whole groups, and streams it through its
-// own ring of DEPTH 64-value stages in shared memory (cp.async, DEPTH - 1 stages ahead; 16 bytes per lane and
-// stage, in gn_mm's fragment-ordered packing, w4a16_formats.prepare): no CTA barrier in the main loop, and more
-// bytes in flight than registers could hold; L2_AHEAD > 0 also prefetches the stage that many past the ring into
-// L2 (more bytes in flight where a deeper ring would cost registers). The product is transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the
-// strip is the m16 side of m16n8k16 (word s of a lane is its A fragment for k16 step s, registers
-// {r0, r2, r1, r3} of DqZeros::word) and M the n8 side (MROWS = 8: one mma per 256 weights at any M <= 8;
-// 16: two). The CTA's activations (its K range, M rows) are copied to shared memory once, by cp.async, while
-// the first weight stages fly; ldmatrix gives the B fragments (rows past M re-read row M - 1: they only feed
-// columns of C^T that are never stored). Group scales fold in fp32 once per group, so there is no multiply per
-// weight: fp16 feeds the tensor cores exact (q - zero) and folds d += e * scale (int4_dequant.cuh); bf16 feeds
-// them (128 + q) straight from the lop3, with no subtraction per weight, sums the group's activations in one
-// more mma against ones (sacc) and folds d += (e - (128 + zero) * sacc) * scale. (bf16's 128 costs ~4 bits of
-// the fp32 sums, well inside what the output keeps; fp16's 1024 would cost too many.)
+// At decode sizes a W4A16 GEMM is a weight stream: the kernel's job is to keep enough bytes in flight on every SM and
+// to spend few instructions per weight. A CTA owns STRIPS 16-column strips of W and a K range (a split); each of its
+// warps owns one strip and an equal share of the range in whole groups, and streams it through its own ring of DEPTH
+// 64-value stages in shared memory (cp.async, DEPTH - 1 stages ahead; 16 bytes per lane and stage, in gn_mm's
+// fragment-ordered packing, w4a16_formats.prepare): no CTA barrier in the main loop, and more bytes in flight than
+// registers could hold; L2_AHEAD > 0 also prefetches the stage that many past the ring into L2 (more bytes in flight
+// where a deeper ring would cost registers). The product is transposed, C^T[N, M] = W^T[N, K] . A^T[K, M]: the strip
+// is the m16 side of m16n8k16 (word s of a lane is its A fragment for k16 step s, registers {r0, r2, r1, r3} of
+// DqZeros::word) and M the n8 side (MROWS = 8: one mma per 256 weights at any M <= 8; 16: two). The CTA's activations
+// (its K range, M rows) are copied to shared memory once, by cp.async, while the first weight stages fly; ldmatrix
+// gives the B fragments (rows past M re-read row M - 1: they only feed columns of C^T that are never stored). Group
+// scales fold in fp32 once per group, so there is no multiply per weight: fp16 feeds the tensor cores exact (q -
+// zero) and folds d += e * scale (int4_dequant.cuh); bf16 feeds them (128 + q) straight from the lop3, with no
+// subtraction per weight, sums the group's activations in one more mma against ones (sacc) and folds d += (e - (128 +
+// zero) * sacc) * scale. (bf16's 128 costs ~4 bits of the fp32 sums, well inside what the output keeps; fp16's 1024
+// would cost too many.)
 // The WARPS_K partial sums of a strip meet in shared memory (summed in warp order); with gridDim.y > 1 splits
 // of K the CTAs' partials meet in a workspace, where the last to arrive (an atomic ticket) adds them in split
 // order: deterministic, one launch.
@@ -33,6 +33,7 @@ constexpr int MROWS = 8, STRIPS = 2, WARPS_K = 8, DEPTH = 4, MIN_BLOCKS = 1, L2_
 #include "int4_dequant.cuh"
 #include "ptx/copy.cuh"
 #include "ptx/store.cuh"
+#include "ptx/tma.cuh"
 #include "split_k.cuh"
 
 namespace w4a16_dec {
@@ -117,12 +118,11 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
   // point of coherence: a prefetch cannot make anyone read stale data, even of what that kernel is writing);
   // every load waits for that kernel to complete.
   if (lane % 8 == 0)
-    for (int i = 0; i < gn_min(n, DEPTH); ++i) asm volatile("prefetch.global.L2 [%0];" ::"l"(wsrc + i * w_step));
+    for (int i = 0; i < gn_min(n, DEPTH); ++i) prefetch_l2(wsrc + i * w_step);
   if (tid < M) {  // and the activation rows of this CTA's K range (every CTA along N reads them), in whole
     // 16-byte units (rows are 16-byte aligned; a ragged tail is left to the loads)
     const int k0 = cs0 * 64, bytes = (gn_min(K, cs1 * 64) - k0) * 2 / 16 * 16;
-    if (bytes > 0)
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(A + (i64)tid * lda + k0), "r"(bytes) : "memory");
+    if (bytes > 0) bulk_prefetch_l2(A + (i64)tid * lda + k0, bytes);
   }
   asm volatile("griddepcontrol.wait;\ngriddepcontrol.launch_dependents;" ::: "memory");
 #endif
@@ -155,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
     const bool live = i < n;
     cp_async_16_if(ring + slot * SLOT + lane * 16, wsrc, live);
     if (L2_AHEAD > 0 && lane % 8 == 0 && i + L2_AHEAD < n)  // one 128-byte line per 8 lanes
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(wsrc + L2_AHEAD * w_step));
+      prefetch_l2(wsrc + L2_AHEAD * w_step);
     wsrc += w_step;
     if (QL != 0 && first) {  // G = 32 with K padded to 64: a stage's second group may lie past the last: zeros
       cp_async_16_if(qdst + slot * SLOT, qsrc, live && lane < QL, GPS == 1 || qg < groups ? 16 : 0);

@@ -14,6 +14,8 @@ GN_DEVICE void cp_async_16_if(u32 dst, const void* src, bool pred, int bytes = 1
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p cp.async.cg.shared.global [%0], [%1], 16, %3;\n}\n"
                ::"r"(dst), "l"(src), "r"((int)pred), "r"(bytes));
 }
+// The 128-byte line holding p, from global memory into L2 (no destination, nothing to wait for).
+GN_DEVICE void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 GN_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> GN_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
