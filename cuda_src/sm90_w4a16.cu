@@ -109,16 +109,16 @@ GN_DEVICE const u8* weight_slice(const u8* W, int k64, int strips, int tn) {
   return W + ((i64)k64 * strips + tn * STRIPS) * 512;
 }
 
-// This CTA's first NUM_STAGES stages of weight, into L2 (see the kernel's dependent-launch comment).
-GN_DEVICE void prefetch_weights(const Work& w, const u8* W, int strips) {
+// This CTA's first `pre` stages of weight, into L2 (see the kernel's dependent-launch comment).
+GN_DEVICE void prefetch_weights(const Work& w, const u8* W, int strips, int pre) {
   int n = 0;
   const int end = w.end();
-  for (int x = w.start(blockIdx.x); x < end && n < NUM_STAGES;) {
+  for (int x = w.start(blockIdx.x); x < end && n < pre;) {
     int tile, tm, tn, kt0, k_tiles, split, parts;
     w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
     x = w.next(x, k_tiles);
     const int strips_here = gn_min(STRIPS, strips - tn * STRIPS);
-    for (int kt = kt0; kt < kt0 + k_tiles && n < NUM_STAGES; ++kt, ++n)
+    for (int kt = kt0; kt < kt0 + k_tiles && n < pre; ++kt, ++n)
 #pragma unroll
       for (int h = 0; h < K_SUB; ++h)
         bulk_prefetch_l2(weight_slice(W, kt * K_SUB + h, strips, tn), strips_here * 512);
@@ -285,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_s,
     const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
     const u16* __restrict__ bias, float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages,
-    int strips, int stream, int max_parts, int z_bits, int has_bias) {
+    int strips, int stream, int max_parts, int z_bits, int has_bias, int pre_stages) {
   extern __shared__ u8 smem_raw[];
   __shared__ int flags[CONSUMERS];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
@@ -312,7 +312,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
   // safe (L2 is where every SM's writes land: a prefetch cannot make anyone read stale data); every other
   // global access waits for that kernel to complete. The next kernel may then launch at once: it waits for
   // this one in the same way.
-  if (threadIdx.x == 0) prefetch_weights(w, W, strips);
+  if (threadIdx.x == 0) prefetch_weights(w, W, strips, pre_stages);
   griddep_wait();
   griddep_launch_dependents();
 

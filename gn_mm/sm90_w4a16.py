@@ -5,7 +5,7 @@ data; `choose` is the heuristic; `Plan` launches."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -18,8 +18,8 @@ from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm90_w4a16"
 # TMA maps of A, scales, zero points and C; then W, bias, workspace, tickets; then M, N, k_stages, strips,
-# stream, max_parts, z_bits, has_bias.
-KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 8
+# stream, max_parts, z_bits, has_bias, pre_stages.
+KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 9
 INSTR = {torch.float16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
          torch.bfloat16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"}
 MIN_STAGES_PER_SPLIT = 2
@@ -32,6 +32,7 @@ class Sm90W4A16Config:
     row_blocks: int  # 64-column blocks of the weight per consumer
     stages: int
     k_sub: int = 1   # 64-value slices of K per stage (2: one barrier round trip and fold per 128 values)
+    prefetch: int = 0  # stages a CTA prefetches into L2 before its grid dependency resolves (0: `stages`)
 
     @property
     def block_n(self) -> int:
@@ -40,16 +41,16 @@ class Sm90W4A16Config:
     @property
     def name(self) -> str:
         return f"w4a16wg_{self.block_m}x{self.block_n}_c{self.consumers}_s{self.stages}" + \
-            (f"_k{64 * self.k_sub}" if self.k_sub > 1 else "")
+            (f"_k{64 * self.k_sub}" if self.k_sub > 1 else "") + (f"_p{self.prefetch}" if self.prefetch else "")
 
     @classmethod
     def parse(cls, name: str) -> "Sm90W4A16Config":
-        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?", name.strip())
+        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?(?:_p(\d+))?", name.strip())
         if not m or int(m[2]) % (64 * int(m[3])):
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8 or "
                              "w4a16wg_8x256_c2_s6_k128 (block_n a multiple of 64 x consumers)")
         bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
-        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64)
+        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[6] or 0))
 
     def fits(self, group_size: int, k64: int) -> str | None:
         """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
@@ -91,12 +92,16 @@ C = Sm90W4A16Config
 # 64-value slices of K (16 KB of weight) where the group size allows, 6 deep (5-6 beat 3, 4, 8 and 10 stages on
 # an H200 at M = 1); at M = 9..16 4 deep (H100, benchmarks/results/w4a16_tune_m16_h100.json: 4096 x 14336 15.1 us
 # against 15.9, 14336 x 4096 15.8 / 16.2, 4096 x 8192 10.6 / 11.1, elsewhere within 0.5%); large M: 256 x 128 tiles
-# like a plain wgmma GEMM. Measured on an H200 unless said: benchmarks/results/w4a16_tune*.json.
+# like a plain wgmma GEMM. For M = 9..64 a CTA prefetches only 2 stages into L2 before its grid dependency resolves,
+# not its whole ring: a smaller first burst from every SM at once (H100, benchmarks/results/
+# w4a16_tune_prefetch_h100.json: 16 x 4096 x 14336 15.03 -> 14.56 us, 32 x 4096 x 4096 11.71 -> 11.29, 64 x 14336 x
+# 4096 21.87 -> 21.14; M = 1 tiles and M >= 128 gain nothing or lose). Measured on an H200 unless said:
+# benchmarks/results/w4a16_tune*.json.
 CONFIGS = (
     (8, (C(8, 2, 2, 6, 2), C(8, 2, 2, 8))),
-    (16, (C(16, 2, 2, 4, 2), C(16, 2, 2, 8))),
-    (32, (C(32, 2, 2, 6, 2), C(32, 2, 2, 8))),
-    (64, (C(64, 2, 1, 8), C(64, 2, 2, 6))),
+    (16, (C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
+    (32, (C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
+    (64, (C(64, 2, 1, 8, prefetch=2), C(64, 2, 2, 6))),
     (128, (C(128, 2, 1, 6),)),
     (256, (C(128, 2, 1, 6), C(256, 2, 1, 4))),
     (1 << 31, (C(256, 2, 1, 4),)),
@@ -182,7 +187,9 @@ def compile_matrix(all_configs: bool = False):
 
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:
-    """group_size 0: one group spans K (per-channel scales)."""
+    """group_size 0: one group spans K (per-channel scales). `prefetch` is a launch argument: one build serves
+    every value."""
+    config = replace(config, prefetch=0)
     params = {"variant_name": variant_name("wgmma", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype],
               "instr": INSTR[dtype].format(n=config.block_m), "regs": config.block_m // 2,
@@ -235,5 +242,5 @@ class Plan:
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
                         w.packed.shape[0] // cfg.k_sub, strips, int(self.stream), self.max_parts, zero_bits(w),
-                        int(bias is not None)],
+                        int(bias is not None), cfg.prefetch or cfg.stages],
                        self.smem_bytes, KINDS, dependent=True)
