@@ -88,19 +88,22 @@ class Sm90W4A16Config:
 
 C = Sm90W4A16Config
 # By the largest M each serves (data, not branches), candidates in order of preference (the first that `fits`
-# the weight). Small M: the instruction's N is M rounded up to 8 and the tile is wide, and a stage is two
-# 64-value slices of K (16 KB of weight) where the group size allows, 6 deep (5-6 beat 3, 4, 8 and 10 stages on
-# an H200 at M = 1); at M = 9..16 4 deep (H100, benchmarks/results/w4a16_tune_m16_h100.json: 4096 x 14336 15.1 us
-# against 15.9, 14336 x 4096 15.8 / 16.2, 4096 x 8192 10.6 / 11.1, elsewhere within 0.5%); large M: 256 x 128 tiles
-# like a plain wgmma GEMM. For M = 9..64 a CTA prefetches only 2 stages into L2 before its grid dependency resolves,
-# not its whole ring: a smaller first burst from every SM at once (H100, benchmarks/results/
-# w4a16_tune_prefetch_h100.json: 16 x 4096 x 14336 15.03 -> 14.56 us, 32 x 4096 x 4096 11.71 -> 11.29, 64 x 14336 x
-# 4096 21.87 -> 21.14; M = 1 tiles and M >= 128 gain nothing or lose). Measured on an H200 unless said:
-# benchmarks/results/w4a16_tune*.json.
+# the weight, unless a later one needs fewer rounds of the SMs: `choose`). Small M: the instruction's N is M
+# rounded up to 8, a stage is two 64-value slices of K where the group size allows, and the tile 128 weight
+# columns wide with an 8-deep ring: twice the tiles of a 256-wide one, so K splits only half as often (16 x 4096 x
+# 14336: 112 whole tiles, no fix-up), and smaller stages. H100, benchmarks/results/w4a16_tune_n128_h100.json, three
+# interleaved rounds, against the 256-wide tiles: M = 8 4096 x 14336 13.2 us against 14.5, 14336 x 4096 13.9 / 14.6;
+# M = 16 13.7 / 14.6 and 14.3 / 15.4, 4096 x 4096 7.4 / 8.6; M = 32 14.4 / 16.7, 15.2 / 18.9, 7.7 / 11.3. Where 128
+# columns would take two rounds (N = 28672: 224 tiles) the 256-wide tile stays (44.8 against 47.4 us at M = 8;
+# M = 1 there: 5 stages 42.3 against 44.6 for 6). Large M: 256 x 128 tiles like a plain wgmma GEMM. For M = 2..64 a
+# CTA prefetches only 2-3 stages into L2 before its grid dependency resolves, not its whole ring: a smaller first
+# burst from every SM at once (benchmarks/results/w4a16_tune_prefetch_h100.json: 16 x 4096 x 14336 15.03 -> 14.56
+# us with 256-wide tiles, 64 x 14336 x 4096 21.87 -> 21.14; M = 1 and M >= 128 tiles gain nothing or lose).
+# Measured on an H200 unless said: benchmarks/results/w4a16_tune*.json.
 CONFIGS = (
-    (8, (C(8, 2, 2, 6, 2), C(8, 2, 2, 8))),
-    (16, (C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
-    (32, (C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
+    (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
+    (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
+    (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 8, prefetch=2), C(64, 2, 2, 6))),
     (128, (C(128, 2, 1, 6),)),
     (256, (C(128, 2, 1, 6), C(256, 2, 1, 4))),

@@ -20,7 +20,7 @@ STEM = "w4a16_decode"
 # A, W, scales, zeros, bias, C, workspace, tickets; then M, N, K, lda, k_stages, strips, groups, split_stages,
 # z_bits, has_bias.
 KINDS = (runtime.TENSOR,) * 8 + (runtime.INT,) * 10
-MAX_M = 8  # the largest M the heuristic sends here (M <= 16 runs with a pinned config)
+MAX_M = 8  # the largest M the heuristic sends here (M <= 16 runs with a pinned config; sm_90: WGMMA_MAX_M)
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,11 @@ CONFIGS = (
 HEURISTIC_CONFIGS = tuple(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))  # every config choose can pick
 ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
 MAX_N = 8192
+# On a GPU with the wgmma kernel, the most rows the decode kernel takes, by weight size (K x N values up to):
+# the wgmma kernel's 8 x 128 tiles beat it from 2 rows on weights of 16 MB and more (14336 x 4096 M = 2: 13.8
+# against 15.1 us; 8192 x 8192 M = 4: 15.3 / 18.1), from 4 rows at 4096 x 4096 (M = 8: 7.0 / 7.8), and nowhere on
+# weights of 2 MB (4096 x 1024 M = 8: 4.9 / 4.5) (H100, benchmarks/results/w4a16_decode_vs_wgmma_h100.json).
+WGMMA_MAX_M = ((1 << 22, 8), (1 << 24, 3), (1 << 62, 1))
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 
@@ -109,14 +114,16 @@ def fits(config: DecodeConfig, m: int, per_split: int, group_size: int, has_zero
 def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_zeros: bool, smem_limit: int,
            splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True):
     """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
-    when N > MAX_N and the GPU has the `wgmma` kernel, unless the M class is `wide` and the grid takes one
-    round of the SMs: elsewhere the wgmma kernel is faster). `config` / `splits` pin either.
+    when the GPU has the `wgmma` kernel and either N > MAX_N, unless the M class is `wide` and the grid takes one
+    round of the SMs, or M is past WGMMA_MAX_M for the weight's size: there the wgmma kernel is faster).
+    `config` / `splits` pin either.
     Per config the fewest splits that give MIN_FILL of the SMs a CTA and let the activations fit; then the
     config whose grid takes the fewest rounds of the SMs, then the one whose CTAs copy the fewest activation
     bytes (up to ACT_BYTES counting as equal), then the earlier."""
     configs, wide = ([config], True) if config else next(((cs, w) for limit, cs, w in CONFIGS if m <= limit),
                                                          ((), False))
-    if wgmma and n > MAX_N and not wide:
+    if wgmma and ((n > MAX_N and not wide) or
+                  (not config and m > next(rows for values, rows in WGMMA_MAX_M if n * k_stages * 64 <= values))):
         return None
     strips, best = -(-n // 16), None
     for cfg in configs:

@@ -103,13 +103,22 @@ def test_wgmma_family_choice_and_refusal():
 
     assert w4a16.family(Arch(90)) is sm90_w4a16 and w4a16.family(Arch(80)) is sm80_w4a16
     assert w4a16.family(Arch(90), sm80_w4a16.choose(1)) is sm80_w4a16  # an explicit mma.sync config
-    with pytest.raises(ArchError, match="config: w4a16wg_8x256_c2_s6_k128 is a wgmma"):
+    with pytest.raises(ArchError, match="config: w4a16wg_8x128_c2_s8_k128_p3 is a wgmma"):
         w4a16.family(Arch(89), sm90_w4a16.choose(1))
+    # 128-column tiles where they need no more rounds of the SMs than 256-column ones (M = 16 at N = 14336: 112
+    # tiles); 256 columns where 128 would take two rounds (N = 28672: 112 tiles instead of 224).
+    assert sm90_w4a16.choose(16, 14336, 132).block_n == 128 and sm90_w4a16.choose(16, 28672, 132).block_n == 256
+    assert sm90_w4a16.choose(1, 28672, 132).name == "w4a16wg_8x256_c2_s5_k128"
     # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: 128-row tiles at
     # N = 4096 (64 tiles), 256-row tiles at N = 14336 (112 tiles, not 224).
     assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
     assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
+    pre = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_p3")
+    assert pre == sm90_w4a16.Sm90W4A16Config(16, 2, 1, 8, 2, prefetch=3) and pre.name == "w4a16wg_16x128_c2_s8_k128_p3"
+    # the L2 prefetch depth is a launch argument: one build for every value
+    assert sm90_w4a16.spec(torch.float16, 128, False, pre).source() == \
+        sm90_w4a16.spec(torch.float16, 128, False, sm90_w4a16.Sm90W4A16Config(16, 2, 1, 8, 2)).source()
     two = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_8x256_c2_s6_k128")
     assert two == sm90_w4a16.Sm90W4A16Config(8, 2, 2, 6, 2) and two.name == "w4a16wg_8x256_c2_s6_k128"
     assert two.fits(128, 64) is None and two.fits(0, 4) is None

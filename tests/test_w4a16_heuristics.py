@@ -1,6 +1,6 @@
 """CPU tier: the W4A16 decode kernel's config and split choice (w4a16_decode.choose), checked against the
 choices the H100 measurements made (benchmarks/results/w4a16_decode_configs_h100.json,
-w4a16_decode_wide_n_h100.json; NOTES W4A16 24-25)."""
+w4a16_decode_wide_n_h100.json, w4a16_decode_vs_wgmma_h100.json; NOTES W4A16 24-25, 31)."""
 
 import pytest
 
@@ -20,7 +20,11 @@ def pick(m, k, n, gpu=H100, group=128, zeros=False):
     (1, 4096, 4096, (2, 1)),    # 2-strip CTAs in one round: 6.0 us against 6.3 for 8 strips
     (8, 1024, 4096, (2, 1)),    # short K: 3.9 against 4.7
     (1, 14336, 4096, (8, 4)),   # 28 KB of activations per 2-strip CTA: 13.5 against 14.1
-    (8, 14336, 4096, (8, 4)),   # 2-strip CTAs need two rounds here (shared memory): 17.3 against 25.6
+    (2, 14336, 4096, None),     # a 29 MB weight: the wgmma kernel's 8 x 128 tiles from 2 rows on (13.8 against 15.1)
+    (8, 14336, 4096, None),     # (13.9 against 17.2)
+    (3, 4096, 4096, (8, 4)),    # an 8 MB weight: the decode kernel up to 3 rows (6.2 against 7.0)
+    (4, 4096, 4096, None),      # (7.0 / 7.05; M = 8: 7.0 against 7.8)
+    (8, 4096, 1024, (2, 4)),    # a 2 MB weight: the decode kernel at any M <= 8 (4.5 against 4.9)
     (1, 8192, 8192, (8, 2)),    # 2-strip CTAs take two rounds: 15.3 against 17.4
     (1, 4096, 14336, (7, 1)),   # past MAX_N, one round: 13.3-13.8 against the wgmma kernel's 14.4
     (1, 8192, 28672, None),     # no decode grid in one round: the wgmma kernel
@@ -42,7 +46,8 @@ def test_every_choice_fits_and_fills():
                     got = wd.choose(m, n, k // 64, gpu["sm_count"], group, zeros, gpu["smem_limit"],
                                     wgmma=gpu["wgmma"])
                     if got is None:
-                        assert gpu["wgmma"] and n > wd.MAX_N
+                        rows = next(r for values, r in wd.WGMMA_MAX_M if k * n <= values)
+                        assert gpu["wgmma"] and (n > wd.MAX_N or m > rows)
                         continue
                     cfg, splits = got
                     per = wd.split_stages(k // 64, splits, group)
