@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import json
 import struct
@@ -244,6 +245,23 @@ def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:
     if err:
         raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed with CUDA error {err}")
     return max(1, n.value)
+
+
+@functools.lru_cache(maxsize=None)
+def dram_bandwidth(device_index: int) -> float:
+    """The device's peak DRAM bandwidth in bytes/s, from the driver: memory clock x bus width, double data rate
+    (H100 SXM 3.35e12, H200 4.8e12)."""
+    fn = _driver().cuDeviceGetAttribute
+    fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    got = []
+    for attr in (36, 37):  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE (kHz), _GLOBAL_MEMORY_BUS_WIDTH (bits)
+        v = ctypes.c_int()
+        err = fn(ctypes.byref(v), attr, device_index)
+        if err:
+            raise RuntimeError(f"cuDeviceGetAttribute({attr}) failed with CUDA error {err}")
+        got.append(v.value)
+    return 2 * got[0] * 1e3 * got[1] / 8
 
 
 # Caches elsewhere that hold loaded kernels (the API's launch plans) register their clear() here.

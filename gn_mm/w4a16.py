@@ -187,7 +187,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
-                                   w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90)
+                                   w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
+                                   dram_tbs=runtime.dram_bandwidth(device.index) / 1e12 if arch.cc == 90 else 0.0)
         if pick is not None:
             return w4a16_decode.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, *pick, arch, device)
         if config is not None:

@@ -85,11 +85,23 @@ CONFIGS = (
 HEURISTIC_CONFIGS = tuple(dict.fromkeys(c for _, cs, _ in CONFIGS for c in cs))  # every config choose can pick
 ACT_BYTES = 16384  # activation bytes per CTA below which the copy's size does not decide
 MAX_N = 8192
-# On a GPU with the wgmma kernel, the most rows the decode kernel takes, by weight size (K x N values up to):
-# the wgmma kernel's 8 x 128 tiles beat it from 2 rows on weights of 16 MB and more (14336 x 4096 M = 2: 13.8
-# against 15.1 us; 8192 x 8192 M = 4: 15.3 / 18.1), from 4 rows at 4096 x 4096 (M = 8: 7.0 / 7.8), and nowhere on
-# weights of 2 MB (4096 x 1024 M = 8: 4.9 / 4.5) (H100, benchmarks/results/w4a16_decode_vs_wgmma_h100.json).
-WGMMA_MAX_M = ((1 << 22, 8), (1 << 24, 3), (1 << 62, 1))
+# On a GPU with the wgmma kernel, the most rows the decode kernel takes, by the GPU's peak DRAM bandwidth (TB/s, at
+# least) and weight size (K x N values, up to). The decode kernel streams faster with more bandwidth, the wgmma
+# kernel's 8 x 128 tile at these sizes hardly does (14336 x 4096 M = 2: 13.8 us on an H100, 13.65 on an H200), so the
+# crossover moves with it. H100 (3.35 TB/s): the wgmma tile wins from 2 rows on 16 MB+ weights (14336 x 4096 M = 2 13.8
+# against 15.1 us; 8192 x 8192 M = 4 15.3 / 18.1), from 4 rows at 4096 x 4096 (M = 8 7.0 / 7.8), from 5 at 4096 x 2048
+# (M = 4 5.6 / 5.2, M = 8 5.6 / 5.85), nowhere on 2 MB (4096 x 1024 M = 8 5.0 / 4.5). H200 (4.8 TB/s): the decode kernel
+# keeps up to 3 rows on the large weights too (14336 x 4096 M = 3 12.4 against 13.65, 8192 x 8192 13.9 / 15.05; M = 4
+# 13.5 / 13.65 and 15.5 / 15.0), 4 at 4096 x 4096 (6.7 / 7.0), 6 at 4096 x 2048 (5.4 / 5.6).
+# benchmarks/results/w4a16_decode_vs_wgmma_h100.json (and its h200 entries).
+WGMMA_MAX_M = ((4.0, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 62, 3))),
+               (0.0, ((1 << 22, 8), (1 << 23, 4), (1 << 24, 3), (1 << 62, 1))))
+
+
+def wgmma_max_m(values: int, dram_tbs: float) -> int:
+    """WGMMA_MAX_M's row count for a weight of `values` K x N values on a GPU of `dram_tbs` TB/s."""
+    table = next(t for tbs, t in WGMMA_MAX_M if dram_tbs >= tbs)
+    return next(rows for limit, rows in table if values <= limit)
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 
@@ -112,18 +124,21 @@ def fits(config: DecodeConfig, m: int, per_split: int, group_size: int, has_zero
 
 
 def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_zeros: bool, smem_limit: int,
-           splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True):
+           splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True,
+           dram_tbs: float = 3.35):
     """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
     when the GPU has the `wgmma` kernel and either N > MAX_N, unless the M class is `wide` and the grid takes one
-    round of the SMs, or M is past WGMMA_MAX_M for the weight's size: there the wgmma kernel is faster).
+    round of the SMs, or M is past `wgmma_max_m` for the weight and the GPU's DRAM bandwidth: there the wgmma
+    kernel is faster).
     `config` / `splits` pin either.
     Per config the fewest splits that give MIN_FILL of the SMs a CTA and let the activations fit; then the
     config whose grid takes the fewest rounds of the SMs, then the one whose CTAs copy the fewest activation
-    bytes (up to ACT_BYTES counting as equal), then the earlier."""
+    bytes (up to ACT_BYTES counting as equal), then one without K splits, then (both split) the one whose CTAs
+    copy fewer activation bytes, then the earlier."""
     configs, wide = ([config], True) if config else next(((cs, w) for limit, cs, w in CONFIGS if m <= limit),
                                                          ((), False))
     if wgmma and ((n > MAX_N and not wide) or
-                  (not config and m > next(rows for values, rows in WGMMA_MAX_M if n * k_stages * 64 <= values))):
+                  (not config and m > wgmma_max_m(n * k_stages * 64, dram_tbs))):
         return None
     strips, best = -(-n // 16), None
     for cfg in configs:
@@ -134,7 +149,7 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
             if fits(cfg, m, per, group_size, has_zeros, smem_limit) and (splits or blocks * s >= MIN_FILL * sm_count or
                                                                         per <= max(1, group_size // 64)):
                 act_bytes = m * per * 64 * 2  # M rows of the CTA's K range, 2 bytes a value
-                key = (-(-blocks * s // sm_count), max(act_bytes, ACT_BYTES))
+                key = (-(-blocks * s // sm_count), max(act_bytes, ACT_BYTES), act_bytes if s > 1 else 0)
                 if best is None or key < best[0]:
                     best = (key, cfg, s)
                 break

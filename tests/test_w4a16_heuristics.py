@@ -24,7 +24,10 @@ def pick(m, k, n, gpu=H100, group=128, zeros=False):
     (8, 14336, 4096, None),     # (13.9 against 17.2)
     (3, 4096, 4096, (8, 4)),    # an 8 MB weight: the decode kernel up to 3 rows (6.2 against 7.0)
     (4, 4096, 4096, None),      # (7.0 / 7.05; M = 8: 7.0 against 7.8)
-    (8, 4096, 1024, (2, 4)),    # a 2 MB weight: the decode kernel at any M <= 8 (4.5 against 4.9)
+    (8, 4096, 1024, (8, 16)),   # a 2 MB weight: the decode kernel at any M <= 8 (4.8 against 4.9 for wgmma; the
+                                # 2-strip CTAs' 4.5 is the both-split tie-break's one miss measured)
+    (1, 4096, 2048, (8, 8)),    # both split: the CTAs with fewer activation bytes (H200 4.50 against 4.95)
+    (1, 8192, 2048, (8, 8)),    # (5.82 against 6.33)
     (1, 8192, 8192, (8, 2)),    # 2-strip CTAs take two rounds: 15.3 against 17.4
     (1, 4096, 14336, (7, 1)),   # past MAX_N, one round: 13.3-13.8 against the wgmma kernel's 14.4
     (1, 8192, 28672, None),     # no decode grid in one round: the wgmma kernel
@@ -46,8 +49,7 @@ def test_every_choice_fits_and_fills():
                     got = wd.choose(m, n, k // 64, gpu["sm_count"], group, zeros, gpu["smem_limit"],
                                     wgmma=gpu["wgmma"])
                     if got is None:
-                        rows = next(r for values, r in wd.WGMMA_MAX_M if k * n <= values)
-                        assert gpu["wgmma"] and (n > wd.MAX_N or m > rows)
+                        assert gpu["wgmma"] and (n > wd.MAX_N or m > wd.wgmma_max_m(k * n, 3.35))
                         continue
                     cfg, splits = got
                     per = wd.split_stages(k // 64, splits, group)
@@ -55,6 +57,15 @@ def test_every_choice_fits_and_fills():
                     assert cfg.smem_bytes(m, per, group, zeros) <= gpu["smem_limit"]
                     blocks = -(-n // 16 // cfg.strips)
                     assert blocks * splits >= wd.MIN_FILL * gpu["sm_count"] or per <= max(1, group // 64)
+
+
+def test_more_dram_bandwidth_keeps_more_rows_on_the_decode_kernel():
+    """H200 (4.8 TB/s): the decode kernel keeps 2-3 rows on large weights, where an H100's wgmma tile wins."""
+    h200 = dict(H100, dram_tbs=4.8)
+    got = lambda m, k, n, gpu: wd.choose(m, n, k // 64, gpu["sm_count"], 128, False, gpu["smem_limit"],  # noqa: E731
+                                         wgmma=True, dram_tbs=gpu.get("dram_tbs", 3.35))
+    assert got(3, 14336, 4096, h200) is not None and got(3, 14336, 4096, H100) is None
+    assert got(4, 14336, 4096, h200) is None and got(8, 4096, 1024, h200) is not None
 
 
 def test_sm80_class_gpus_never_take_the_wide_exception():
