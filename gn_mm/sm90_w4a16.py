@@ -17,9 +17,9 @@ from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
 STEM = "sm90_w4a16"
-# TMA maps of A, scales, zero points and C; then W, bias, workspace, tickets; then M, N, k_stages, strips,
-# stream, max_parts, z_bits, has_bias, pre_stages.
-KINDS = (runtime.MAP,) * 4 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 9
+# TMA maps of A (whole row tiles, then the ragged last one), scales, zero points and C; then W, bias, workspace,
+# tickets; then M, N, k_stages, strips, stream, max_parts, z_bits, has_bias, pre_stages.
+KINDS = (runtime.MAP,) * 5 + (runtime.TENSOR,) * 4 + (runtime.INT,) * 9
 INSTR = {torch.float16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16",
          torch.bfloat16: "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16"}
 MIN_STAGES_PER_SPLIT = 2
@@ -105,17 +105,26 @@ CONFIGS = (
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 8, prefetch=2), C(64, 2, 2, 6))),
-    (128, (C(128, 2, 1, 6),)),
-    (256, (C(128, 2, 1, 6), C(256, 2, 1, 4))),
+    (128, (C(128, 1, 1, 8), C(128, 2, 1, 6))),
+    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4))),
     (1 << 31, (C(256, 2, 1, 4),)),
 )
 
 
+# Candidates `choose` takes only up to this many 64-value slices of K. 128 x 64 tiles with one consumer for M =
+# 65..256: twice the tiles of 128 x 128 ones, so K splits only half as often (4096 x 4096 M = 256: 128 whole tiles
+# instead of 64 x 2 splits); one consumer warpgroup per SM costs more the longer K is (H100, benchmarks/results/
+# w4a16_tune_m256_h100.json: M = 128 4096 x 4096 13.5 us against 15.5, 8192 x 4096 21.0 / 21.6, 14336 x 4096 31.7 /
+# 30.6; M = 256 16.9 / 19.3, 31.7 / 32.5, 57.8 / 53.3).
+MAX_K64 = {C(128, 1, 1, 8): 128}
+
+
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
-    slices), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second tile costs a whole
-    second pass), the first on a tie."""
-    candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit) if c.fits(group_size, k64) is None]
+    slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
+    tile costs a whole second pass), the first on a tie."""
+    candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
+                  if c.fits(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     return min(candidates, key=lambda c: -(-c.tiles(m, n) // sm_count))
 
 
@@ -230,6 +239,8 @@ class Plan:
         strips, groups = w.packed.shape[1], w.scales.shape[1]
         gps = 2 if kernel_group_size(w) == 32 else 1
         map_a = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
+        map_at = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, m % cfg.block_m, "a") \
+            if m % cfg.block_m else map_a
         map_s = tma.rows_map(w.scales.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "scales",
                              box_bytes=32 * gps, swizzle=0)
         map_z = map_s if w.zeros is None else tma.rows_map(
@@ -243,7 +254,7 @@ class Plan:
         else:
             ws = tk = c  # unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
-                       [map_a, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
+                       [map_a, map_at, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
                         w.packed.shape[0] // cfg.k_sub, strips, int(self.stream), self.max_parts, zero_bits(w),
                         int(bias is not None), cfg.prefetch or cfg.stages],
                        self.smem_bytes, KINDS, dependent=True)
