@@ -283,8 +283,8 @@ using namespace w4a16_sm90;
 // the last part resets its counter). z_bits: the zero-point pair
 // of every column when there are no zero points (MAGIC + zp_bias, as in the packed format).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
-    const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_at, const __grid_constant__ TmaDesc map_s,
-    const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
+    const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_at,
+    const __grid_constant__ TmaDesc map_s, const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
     const u16* __restrict__ bias, float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages,
     int strips, int stream, int max_parts, int z_bits, int has_bias, int pre_stages) {
   extern __shared__ u8 smem_raw[];
