@@ -256,3 +256,15 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
     check(gn_mm.w4a16_mm(shifted, w), shifted, qweight, scales, qzeros, g)
     with pytest.raises(gn_mm.UnsupportedError, match="a: dtype"):  # still checked after a fast call
         gn_mm.w4a16_mm(a.half(), w)
+
+
+def test_dram_bandwidth_matches_the_datasheet():
+    """The decode / wgmma crossover reads the GPU's peak DRAM bandwidth from the driver (memory clock x bus
+    width): it must agree with the datasheet where gn_mm knows the GPU."""
+    from gn_mm import datasheet, runtime
+
+    got = runtime.dram_bandwidth(torch.cuda.current_device()) / 1e9  # GB/s
+    assert 100 < got < 50000
+    known = datasheet.lookup(torch.cuda.get_device_name())
+    if known is not None:
+        assert abs(got / known[1]["bw"] - 1) < 0.1, (got, known)
