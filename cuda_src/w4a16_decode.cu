@@ -28,7 +28,7 @@
 #define GN_HAS_ZEROS 0
 #define GN_MMA_INSTR "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
-constexpr int MROWS = 8, STRIPS = 2, WARPS_K = 8, DEPTH = 4, MIN_BLOCKS = 1, L2_AHEAD = 0;
+constexpr int MROWS = 8, STRIPS = 2, WARPS_K = 8, DEPTH = 4, L2_AHEAD = 0;
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/copy.cuh"
@@ -95,7 +95,7 @@ using namespace w4a16_dec;
 // (has_bias); C: [M, N] contiguous. Grid: (ceil(strips / STRIPS), splits); split y takes the 64-value stages
 // [y * split_stages, (y + 1) * split_stages) (whole groups; the host makes every split non-empty); ws /
 // tickets: the split-K workspace ([x][split][M][COLS] fp32) and one counter per x (zero between launches).
-extern "C" __global__ void __launch_bounds__(THREADS, MIN_BLOCKS) w4a16_decode(
+extern "C" __global__ void __launch_bounds__(THREADS, 1) w4a16_decode(
     const u16* __restrict__ A, const uint4* __restrict__ W, const u16* __restrict__ scales,
     const u32* __restrict__ zeros, const u16* __restrict__ bias, u16* __restrict__ C, float* __restrict__ ws,
     int* __restrict__ tickets, int M, int N, int K, int lda, int k_stages, int strips, int groups,

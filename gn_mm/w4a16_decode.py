@@ -29,22 +29,20 @@ class DecodeConfig:
     strips: int   # 16-column strips of W per CTA (one per warp along N)
     warps_k: int  # warps per strip, each a share of the CTA's K range
     depth: int    # ring slots per warp (shared memory): depth - 1 stages of 64 K values in flight
-    min_blocks: int = 1  # __launch_bounds__ CTAs per SM
     ahead: int = 0  # stages past the ring that each warp prefetches into L2 (0: none)
 
     @property
     def name(self) -> str:
-        occ = f"_o{self.min_blocks}" if self.min_blocks > 1 else ""
         ahead = f"_a{self.ahead}" if self.ahead else ""
-        return f"w4a16dec_m{self.mrows}_s{self.strips}x{self.warps_k}_d{self.depth}{occ}{ahead}"
+        return f"w4a16dec_m{self.mrows}_s{self.strips}x{self.warps_k}_d{self.depth}{ahead}"
 
     @classmethod
     def parse(cls, name: str) -> "DecodeConfig":
-        m = re.fullmatch(r"w4a16dec_m(8|16)_s(\d+)x(\d+)_d(\d+)(?:_o(\d+))?(?:_a(\d+))?", name.strip())
+        m = re.fullmatch(r"w4a16dec_m(8|16)_s(\d+)x(\d+)_d(\d+)(?:_a(\d+))?", name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16dec_m8_s2x8_d4")
-        mrows, strips, warps_k, depth, occ, ahead = m.groups()
-        return cls(int(mrows), int(strips), int(warps_k), int(depth), int(occ or 1), int(ahead or 0))
+        mrows, strips, warps_k, depth, ahead = m.groups()
+        return cls(int(mrows), int(strips), int(warps_k), int(depth), int(ahead or 0))
 
     @property
     def threads(self) -> int:
