@@ -284,9 +284,10 @@ using namespace w4a16_sm90;
 // of every column when there are no zero points (MAGIC + zp_bias, as in the packed format).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_at,
-    const __grid_constant__ TmaDesc map_s, const __grid_constant__ TmaDesc map_z, const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W,
-    const u16* __restrict__ bias, float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages,
-    int strips, int stream, int max_parts, int z_bits, int has_bias, int pre_stages) {
+    const __grid_constant__ TmaDesc map_s, const __grid_constant__ TmaDesc map_z,
+    const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W, const u16* __restrict__ bias,
+    float4* __restrict__ ws, int* __restrict__ tickets, int M, int N, int k_stages, int strips, int stream,
+    int max_parts, int z_bits, int has_bias, int pre_stages) {
   extern __shared__ u8 smem_raw[];
   __shared__ int flags[CONSUMERS];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
