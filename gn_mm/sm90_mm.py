@@ -55,13 +55,11 @@ class Plan:
         raw sums to a [splits, M, N] workspace, then mm_reduce."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
-        map_a = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
-        map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
-        # ragged last row / column tiles: boxes of exactly the rows that exist (see the kernel)
-        map_at = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, m % cfg.block_m, "a") if m % cfg.block_m \
-            else map_a
-        map_bt = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, n % cfg.block_n, "b") \
-            if n % cfg.block_n and cfg.cluster_m == 1 else map_b
+        map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
+        if cfg.cluster_m == 1:
+            map_b, map_bt = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b")
+        else:  # each CTA of a cluster multicasts part of B: full boxes only (the kernel ignores map_bt)
+            map_b = map_bt = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
         partial = partials(self.acc, self.splits, m, n, c)
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride) and the
@@ -70,7 +68,8 @@ class Plan:
         c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
-                       [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc, self.splits, *flags],
+                       [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
+                        self.splits, *flags],
                        cfg.smem_bytes, KINDS, dependent=True)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)

@@ -238,9 +238,7 @@ class Plan:
         cfg, m = self.config, a.shape[0]
         strips, groups = w.packed.shape[1], w.scales.shape[1]
         gps = 2 if kernel_group_size(w) == 32 else 1
-        map_a = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
-        map_at = tma.rows_map(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, m % cfg.block_m, "a") \
-            if m % cfg.block_m else map_a
+        map_a, map_at = tma.rows_maps(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
         map_s = tma.rows_map(w.scales.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "scales",
                              box_bytes=32 * gps, swizzle=0)
         map_z = map_s if w.zeros is None else tma.rows_map(

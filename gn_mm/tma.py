@@ -59,6 +59,16 @@ def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, 
     return tmap
 
 
+def rows_maps(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand",
+              **kw) -> tuple[bytes, bytes]:
+    """`rows_map`, and the map a ragged last tile loads through: boxes of rows % box_rows rows (the same map when
+    box_rows divides rows). A box partly past `rows` is zero-filled by the TMA unit, which measured up to 40%
+    slower for a whole kernel (benchmarks/NOTES.md, W4A16 33 and sm90 22)."""
+    full = rows_map(ptr, rows, k_bytes, row_stride, box_rows, name, **kw)
+    tail = rows % box_rows
+    return full, rows_map(ptr, rows, k_bytes, row_stride, tail, name, **kw) if tail else full
+
+
 def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str,
                  box_bytes: int, swizzle: int) -> TensorMap:
     if ptr % 16 or row_stride % 16:

@@ -86,7 +86,7 @@ MAX_N = 8192
 # On a GPU with the wgmma kernel, the most rows the decode kernel takes, by the GPU's peak DRAM bandwidth (TB/s, at
 # least) and weight size (K x N values, up to). The decode kernel streams faster with more bandwidth, the wgmma
 # kernel's 8 x 128 tile at these sizes hardly does (14336 x 4096 M = 2: 13.8 us on an H100, 13.65 on an H200), so the
-# crossover moves with it. H100 (3.35 TB/s): the wgmma tile wins from 2 rows on 16 MB+ weights (14336 x 4096 M = 2 13.8
+# crossover moves with it. H100 (3.35 TB/s): the wgmma tile wins from 2 rows past 8 MB of int4 (14336 x 4096 M = 2 13.8
 # against 15.1 us; 8192 x 8192 M = 4 15.3 / 18.1), from 4 rows at 4096 x 4096 (M = 8 7.0 / 7.8), from 5 at 4096 x 2048
 # (M = 4 5.6 / 5.2, M = 8 5.6 / 5.85), nowhere on 2 MB (4096 x 1024 M = 8 5.0 / 4.5). H200 (4.8 TB/s): the decode kernel
 # keeps up to 3 rows on the large weights too (14336 x 4096 M = 3 12.4 against 13.65, 8192 x 8192 13.9 / 15.05; M = 4
@@ -94,14 +94,14 @@ MAX_N = 8192
 # benchmarks/results/w4a16_decode_vs_wgmma_h100.json (and its h200 entries).
 WGMMA_MAX_M = ((4.0, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 62, 3))),
                (0.0, ((1 << 22, 8), (1 << 23, 4), (1 << 24, 3), (1 << 62, 1))))
+STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
+MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 
 
 def wgmma_max_m(values: int, dram_tbs: float) -> int:
     """WGMMA_MAX_M's row count for a weight of `values` K x N values on a GPU of `dram_tbs` TB/s."""
     table = next(t for tbs, t in WGMMA_MAX_M if dram_tbs >= tbs)
     return next(rows for limit, rows in table if values <= limit)
-STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
-MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 
 
 def smem_limit(arch: Arch) -> int:
