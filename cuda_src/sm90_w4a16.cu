@@ -67,8 +67,9 @@ constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 // Per-stage fp32 scaling (see the top): a stage spans one group (G = 32 would need two accumulator sets per
-// stage), and two stage accumulator sets beside the tile's sums fit up to the m64n32 instruction.
-constexpr bool FOLD = GROUP_SIZE != 32 && BLOCK_M <= 32;
+// stage), and two stage accumulator sets beside the tile's sums fit up to 64 x 64 outputs per consumer thread
+// set (m64n64 with one row block, m64n32 with two: 3 x 32 accumulators).
+constexpr bool FOLD = GROUP_SIZE != 32 && BLOCK_M * ROW_BLOCKS <= 64;
 static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
               "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
 
@@ -221,8 +222,8 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
   if (t == 0) *flag = ticket_arrive(ticket, parts);
   named_barrier(1 + c, 128);
   if (!*flag) return false;
-  // Fix-up loads in flight: 32-row FOLD tiles hold four accumulator and fragment sets and spill past 8 float4s.
-  constexpr int LOADS = FOLD && V >= 8 ? 8 : 16;
+  // Fix-up loads in flight (as many as fit beside the tile's registers: the offline compile test checks).
+  constexpr int LOADS = 16;
   sum_parts<V, LOADS>([&](int v) { return &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4]; },
                [](int) { return true; }, mine + t, (i64)V * 128, 128, parts, split, max_parts);
   return true;

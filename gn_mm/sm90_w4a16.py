@@ -57,8 +57,8 @@ class Sm90W4A16Config:
         (0: per-channel), or None. Two slices per stage need the per-stage fold with one group per stage."""
         if self.k_sub == 1:
             return None
-        if self.block_m > 32 or group_size % 128:
-            return f"{self.name} needs M tiles <= 32 and a group size of K or a multiple of 128"
+        if self.block_m * self.row_blocks > 64 or group_size % 128:
+            return f"{self.name} needs M tiles x row blocks <= 64 and a group size of K or a multiple of 128"
         if k64 % self.k_sub:
             return f"{self.name} needs K padded to a multiple of {64 * self.k_sub}"
         return None
@@ -99,12 +99,16 @@ C = Sm90W4A16Config
 # CTA prefetches only 2-3 stages into L2 before its grid dependency resolves, not its whole ring: a smaller first
 # burst from every SM at once (benchmarks/results/w4a16_tune_prefetch_h100.json: 16 x 4096 x 14336 15.03 -> 14.56
 # us with 256-wide tiles, 64 x 14336 x 4096 21.87 -> 21.14; M = 1 and M >= 128 tiles gain nothing or lose).
-# Measured on an H200 unless said: benchmarks/results/w4a16_tune*.json.
+# M = 33..64: 64 x 128 tiles with the per-stage fold and 128-value stages, 7 deep (H100, benchmarks/results/
+# w4a16_fold_m64_h100.json, three interleaved rounds, against 64-value stages scaling every weight: M = 64 4096 x 4096
+# 10.45 us / 10.74, 14336 x 4096 19.3 / 20.8, 4096 x 14336 17.4 / 19.5, 8192 x 8192 20.5 / 22.3; the fold with
+# 64-value stages was slower than either, 11.2 at 4096 x 4096). Measured on an H200 unless said:
+# benchmarks/results/w4a16_tune*.json.
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
-    (64, (C(64, 2, 1, 8, prefetch=2), C(64, 2, 2, 6))),
+    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 6))),
     (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4))),
     (1 << 31, (C(256, 2, 1, 4),)),
