@@ -32,6 +32,7 @@
 #define GN_WGMMA_TOUCH(d)
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
 constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1;
+constexpr bool FOLD = true;  // per-stage fp32 scaling (Sm90W4A16Config.fold)
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/store.cuh"
@@ -66,10 +67,9 @@ constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
-// Per-stage fp32 scaling (see the top): a stage spans one group (G = 32 would need two accumulator sets per
-// stage), and two stage accumulator sets beside the tile's sums fit up to 64 x 64 outputs per consumer thread
-// set (m64n64 with one row block, m64n32 with two: 3 x 32 accumulators).
-constexpr bool FOLD = GROUP_SIZE != 32 && BLOCK_M * ROW_BLOCKS <= 64;
+// FOLD (per-stage fp32 scaling, see the top) comes from the host (Sm90W4A16Config.fold): where a stage spans one
+// group and two stage accumulator sets fit beside the tile's sums.
+static_assert(!FOLD || (GROUP_SIZE != 32 && BLOCK_M * ROW_BLOCKS <= 64), "FOLD: one group per stage, 3 x 32 sums");
 static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
               "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
 

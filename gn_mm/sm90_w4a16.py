@@ -52,12 +52,18 @@ class Sm90W4A16Config:
         bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
         return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[6] or 0))
 
+    def fold(self, group_size: int) -> bool:
+        """Whether the kernel scales each stage's sums in fp32 (exact (q - zero) on the tensor cores, no multiply
+        per weight): a stage must span one group (not G = 32), and the tile's sums and two stage sets (3 x 32
+        accumulators) must fit, i.e. at most 64 x 64 outputs per consumer thread set."""
+        return group_size != 32 and self.block_m * self.row_blocks <= 64
+
     def fits(self, group_size: int, k64: int) -> str | None:
         """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
         (0: per-channel), or None. Two slices per stage need the per-stage fold with one group per stage."""
         if self.k_sub == 1:
             return None
-        if self.block_m * self.row_blocks > 64 or group_size % 128:
+        if not self.fold(group_size) or group_size % 128:
             return f"{self.name} needs M tiles x row blocks <= 64 and a group size of K or a multiple of 128"
         if k64 % self.k_sub:
             return f"{self.name} needs K padded to a multiple of {64 * self.k_sub}"
@@ -209,7 +215,7 @@ def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16
     params = {"variant_name": variant_name("wgmma", dtype, group_size, has_zeros),
               "config_name": config.name, "c": config, "act_kind": ACT_KIND[dtype],
               "instr": INSTR[dtype].format(n=config.block_m), "regs": config.block_m // 2,
-              "has_zeros": int(has_zeros), "group_size": group_size}
+              "has_zeros": int(has_zeros), "group_size": group_size, "fold": config.fold(group_size)}
     return KernelSpec.make(STEM, STEM, params, Arch(90, "a"), config.smem_bytes(group_size, has_zeros))
 
 
