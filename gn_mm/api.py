@@ -14,7 +14,7 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90, in_cluster
+from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90, in_cluster, widen
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -173,7 +173,10 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             cand = in_cluster(cfg, splits, k_bytes) if config is None else None
             if cand is not None:
                 plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
-                if plan.grid == cand.tiles(m, n) * cand.cluster_k:
+                wide = widen(cand, n, plan.grid // cand.cluster_k)  # too many tiles: wider ones that fit
+                if wide is not None:
+                    plan = sm90_mm.Plan.make(wgmma, out, wide, m, n, 1, gpu.sm_count, device)
+                if plan.grid == plan.config.tiles(m, n) * plan.config.cluster_k:
                     return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)

@@ -136,9 +136,12 @@ def _valid(cfg: Sm90Config) -> bool:
         return False
 
 
-# Every split-inside-a-cluster config in_cluster can return (compiled and checked by the offline tests).
+# Decode tiles wider than 128 columns for a K split in clusters of 4, narrowest first (see widen).
+DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (144, 160, 176))
+
+# Every split-inside-a-cluster config in_cluster and widen can return (compiled and checked by the offline tests).
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
-                       if _valid(c := dataclasses.replace(cfg, cluster_k=k)))
+                       if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 
 # Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster).
 CLUSTER_K_MAX_SHARE = 32
@@ -161,3 +164,17 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
     k_tiles = -(-k_bytes // ROW_BYTES)
     ok = ck > 1 and _valid(cand) and ck <= k_tiles and -(-k_tiles // ck) <= CLUSTER_K_MAX_SHARE
     return cand if ok else None
+
+
+def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
+    """in_cluster's 64 x 128 tiles split 4 ways when more of them than `clusters` (the clusters of 4 that fit
+    at once) cover N: the narrowest DECODE_WIDE tile whose tiles all fit, else None (the workspace route).
+    Clusters of 4 CTAs fit only 30 at a time on a 132-SM H100 (a GPC's SM count is no multiple of 4), so
+    N = 4096 (32 tiles) fell back to four workspace splits and a second launch; 29 tiles of 64 x 144 take one
+    launch. Same run on an H100 under CUDA-graph replay (`small_m_cluster_wide_h100.json`, us): bf16 1 / 16 / 32
+    x 4096 x 4096 17.3 / 17.8 / 18.2 -> 15.8 / 16.6 / 17.2, 16 x 4096 x 8192 29.1 -> 27.7; e4m3 1 / 16 / 32 x
+    4096 x 4096 11.7 / 12.0 / 12.1 -> 10.4 / 11.2 / 11.8, 16 x 4096 x 8192 18.0 -> 16.8. Wider tiles lose
+    (64 x 176 / 208 / 256 at 16 x 4096 x 4096: 17.7 / 19.1 / 20.6), and so do 8-CTA clusters of 64 x 256 (23.2)."""
+    if (cfg.block_m, cfg.block_n, cfg.cluster_k) != (DECODE.block_m, DECODE.block_n, 4) or cfg.tiles(1, n) <= clusters:
+        return None
+    return next((w for w in DECODE_WIDE if w.tiles(1, n) <= clusters), None)

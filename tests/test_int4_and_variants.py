@@ -119,3 +119,16 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
         with pytest.raises(LayoutError, match="cluster_k"):
             dataclasses.replace(DECODE, **bad).check()
+
+
+def test_decode_tiles_widen_until_their_clusters_of_4_fit():
+    from gn_mm.sm90_config import DECODE, DECODE_WIDE, in_cluster, widen
+
+    k4 = in_cluster(DECODE, 4, 8192)
+    assert widen(k4, 4096, 32) is None  # 32 tiles, 32 clusters fit: nothing to widen
+    assert widen(k4, 4096, 30).block_n == 144  # 29 tiles of 144 columns for 30 clusters
+    assert widen(k4, 5280, 30).block_n == 176 and widen(k4, 5300, 30) is None  # past the widest: workspace
+    assert widen(in_cluster(DECODE, 2, 8192), 14336, 30) is None  # only 4-CTA clusters widen
+    for w in DECODE_WIDE:
+        w.check()
+        assert (w.block_m, w.cluster_k) == (64, 4) and w.stages >= 6

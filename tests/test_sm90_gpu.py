@@ -10,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import DECODE, LARGE, NARROW, SM90_CONFIGS
+from gn_mm.sm90_config import DECODE, DECODE_WIDE, LARGE, NARROW, SM90_CONFIGS
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -150,7 +150,7 @@ def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
 
 CLUSTER_K = [dataclasses.replace(DECODE, cluster_k=k) for k in (2, 4, 8)] + [
     dataclasses.replace(NARROW, cluster_k=4), dataclasses.replace(LARGE[1], cluster_k=2),
-    dataclasses.replace(LARGE[2], cluster_k=2)]
+    dataclasses.replace(LARGE[2], cluster_k=2), DECODE_WIDE[0]]
 SPLIT_COMBOS = [("bf16", "bf16", "f32", "bf16"), ("e4m3", "e5m2", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
                 ("tf32", "tf32", "f32", "f32")]
 
@@ -223,9 +223,10 @@ def test_split_k_inside_a_cluster_scales_bias_determinism_and_saturation():
 def test_decode_heuristic_splits_inside_a_cluster():
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
-    plan = api._plan(bf16, "bf16", 16, 1024, 8192, gpu, None, None)  # 8 tiles: 8 clusters fit at once
-    assert plan.config.cluster_k > 1 and plan.splits == 1 and plan.reduce is None
-    assert plan.grid == plan.config.tiles(16, 1024) * plan.config.cluster_k
+    for n in (1024, 4096):  # 8 tiles: 8 clusters fit at once; 32 tiles: split 4 ways, widened where 32 do not fit
+        plan = api._plan(bf16, "bf16", 16, n, 8192, gpu, None, None)
+        assert plan.config.cluster_k > 1 and plan.splits == 1 and plan.reduce is None
+        assert plan.grid == plan.config.tiles(16, n) * plan.config.cluster_k
     with pytest.raises(gn_mm.UnsupportedError, match="some CTAs would get none"):
         gn_mm.mm(torch.randn(16, 64, device="cuda", dtype=torch.bfloat16),
                  torch.randn(64, 64, device="cuda", dtype=torch.bfloat16), config=CLUSTER_K[2])
