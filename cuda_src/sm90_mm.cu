@@ -187,6 +187,25 @@ struct Work {
   }
 };
 
+// Which map and row each box of tile (tm, tn) comes from. A ragged last row (column) tile loads only its rows,
+// through tma_at (tma_bt): a box partly past M would be zero-filled by the TMA unit, which measured 16-19% slower
+// for the whole kernel at M = 100 (bf16 20.1 against 16.9 us). The ring's rows past M (N) keep stale data; they
+// only reach outputs that are never stored. CLUSTER_M: each CTA loads (multicasts) its part of B, full boxes.
+struct Boxes {
+  const TmaDesc *a, *b;
+  int row_a, row_b, bytes;  // bytes: what the stage's barrier expects
+  GN_DEVICE Boxes(const TmaDesc* ma, const TmaDesc* mat, const TmaDesc* mb, const TmaDesc* mbt, int M, int N, int tm,
+                  int tn, u32 rank) {
+    const int tail_m = M % BLOCK_M, tail_n = CLUSTER_M == 1 ? N % BLOCK_N : 0;
+    const bool short_m = tail_m != 0 && tm == (M - 1) / BLOCK_M, short_n = tail_n != 0 && tn == (N - 1) / BLOCK_N;
+    a = short_m ? mat : ma;
+    b = short_n ? mbt : mb;
+    row_a = tm * BLOCK_M;
+    row_b = tn * BLOCK_N + (CLUSTER_M > 1 ? (int)rank * (BLOCK_N / CLUSTER_M) : 0);
+    bytes = (short_m ? tail_m * ROW_BYTES : A_TILE) + (short_n ? tail_n * ROW_BYTES : B_TILE);
+  }
+};
+
 // One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it). Lane r
 // signals CTA r, so the remote arrivals go out in parallel.
 GN_DEVICE void release(u32 empty_bar, int lane) {
@@ -309,14 +328,15 @@ using namespace sm90;
 // c_tma = 1: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle) and the
 // epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER_M. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
-// runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue.
+// runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue. prefetch:
+// k-tiles of the CTA's first unit brought into L2 before waiting for the previous kernel (PDL).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
     const __grid_constant__ TmaDesc tma_at, const __grid_constant__ TmaDesc tma_bt,
     const __grid_constant__ TmaDesc tma_c, int c_tma, u8* __restrict__ C,
     const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias,
     u8* __restrict__ partial, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
-    int has_bias) {
+    int has_bias, int prefetch) {
   extern __shared__ u8 smem_raw[];
   // 128-byte swizzled tiles need 1024-byte alignment; the host allocates 1 KB of slack for this.
   const u32 smem0 = ((u32)__cvta_generic_to_shared(smem_raw) + 1023) & ~1023u;
@@ -329,6 +349,27 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   const u32 rank = CLUSTER > 1 ? cluster_ctarank() : 0;
   const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
+  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
+  const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M
+  const int k_tiles_total = (k_bytes + ROW_BYTES - 1) / ROW_BYTES, per_split = (k_tiles_total + splits - 1) / splits;
+  const Work w{grid_cm * grid_n, grid_cm * grid_n * splits, clusters, cluster, grid_cm, grid_n, k_tiles_total,
+               per_split, splits, rank};
+
+  // Before the wait below: this CTA's first `prefetch` stages into L2, while the previous kernel finishes. Safe:
+  // L2 is where every SM's writes land, so a prefetch cannot make anyone read stale data.
+  if (threadIdx.x == 32 && w.first() < w.units) {
+    tma_prefetch_desc(&tma_a);
+    tma_prefetch_desc(&tma_b);
+    tma_prefetch_desc(&tma_at);
+    tma_prefetch_desc(&tma_bt);
+    int tm, tn, kt0, k_tiles;
+    w.unit(w.first(), tm, tn, kt0, k_tiles);
+    const Boxes box(&tma_a, &tma_at, &tma_b, &tma_bt, M, N, tm, tn, rank);
+    for (int kt = kt0; kt < kt0 + gn_min(prefetch, k_tiles); ++kt) {
+      tma_prefetch_2d(box.a, kt * ROW_BYTES, box.row_a);
+      tma_prefetch_2d(box.b, kt * ROW_BYTES, box.row_b);
+    }
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < NUM_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);                              // the producer's arrive + the TMA bytes
@@ -343,42 +384,25 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   griddep_wait();
   griddep_launch_dependents();
 
-  const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
-  const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M
-  const int k_tiles_total = (k_bytes + ROW_BYTES - 1) / ROW_BYTES, per_split = (k_tiles_total + splits - 1) / splits;
-  const Work w{grid_cm * grid_n, grid_cm * grid_n * splits, clusters, cluster, grid_cm, grid_n, k_tiles_total,
-               per_split, splits, rank};
-
   if (wg == 0) {  // producer
     setmaxnreg_dec<PRODUCER_REGS>();
-    if (t == 0) {
-      tma_prefetch_desc(&tma_a);
-      tma_prefetch_desc(&tma_b);
-      tma_prefetch_desc(&tma_at);
-      tma_prefetch_desc(&tma_bt);
-    }
-    // A ragged last row (column) tile loads only its rows, through tma_at (tma_bt): a box partly past M would
-    // be zero-filled by the TMA unit, which measured 16-19% slower for the whole kernel at M = 100 (bf16 20.1
-    // against 16.9 us). The ring's rows past M (N) keep stale data; they only reach outputs that are never stored.
-    const int tail_m = M % BLOCK_M, tail_n = CLUSTER_M == 1 ? N % BLOCK_N : 0;
     int it = 0;  // k-tiles issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
     for (int u = w.first(); u < w.units; u += w.step) {
       if (t == 0) {
         int tm, tn, kt0, k_tiles;
         w.unit(u, tm, tn, kt0, k_tiles);
+        const Boxes box(&tma_a, &tma_at, &tma_b, &tma_bt, M, N, tm, tn, rank);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
           const int s = it % NUM_STAGES;
           if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
-          const bool short_m = tail_m != 0 && tm == grid_m - 1, short_n = tail_n != 0 && tn == grid_n - 1;
-          mbar_arrive_expect_tx(full, (short_m ? tail_m * ROW_BYTES : A_TILE) +
-                                          (short_n ? tail_n * ROW_BYTES : B_TILE));
-          tma_load_2d(stage, short_m ? &tma_at : &tma_a, kt * ROW_BYTES, tm * BLOCK_M, full);
+          mbar_arrive_expect_tx(full, box.bytes);
+          tma_load_2d(stage, box.a, kt * ROW_BYTES, box.row_a, full);
           if constexpr (CLUSTER_M > 1)
-            tma_load_2d_multicast(stage + A_TILE + rank * B_PART, &tma_b, kt * ROW_BYTES,
-                                  tn * BLOCK_N + rank * (BLOCK_N / CLUSTER_M), full, (1 << CLUSTER_M) - 1);
+            tma_load_2d_multicast(stage + A_TILE + rank * B_PART, box.b, kt * ROW_BYTES, box.row_b, full,
+                                  (1 << CLUSTER_M) - 1);
           else
-            tma_load_2d(stage + A_TILE, short_n ? &tma_bt : &tma_b, kt * ROW_BYTES, tn * BLOCK_N, full);
+            tma_load_2d(stage + A_TILE, box.b, kt * ROW_BYTES, box.row_b, full);
         }
       }
       if constexpr (CLUSTER_K > 1) {  // the consumers' two cluster barriers of this tile (reduce_in_cluster)

@@ -45,6 +45,11 @@ GN_DEVICE void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
 GN_DEVICE void bulk_prefetch_l2(const void* src, u32 bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"((u64)src), "r"(bytes) : "memory");
 }
+// One 2-D box of the tensor map into L2 only: no destination, no barrier, nothing to wait for.
+GN_DEVICE void tma_prefetch_2d(const TmaDesc* map, int x, int y) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"((u64)map), "r"(x), "r"(y)
+               : "memory");
+}
 // Programmatic dependent launch: wait until the previous grid in the stream has completed and its memory is
 // visible (returns at once for a plain launch); let the next grid in the stream launch.
 GN_DEVICE void griddep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
