@@ -33,7 +33,7 @@ for step in $steps; do
         || status=1 ;;
     sanitize)
       for tool in memcheck racecheck; do
-        compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py 2>&1 \
+        compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py $([ $tool = racecheck ] && echo --racecheck) 2>&1 \
           | tee "$OUT/sanitize_$tool.log" | tail -4 || status=1
       done ;;
     sol)

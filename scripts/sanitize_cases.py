@@ -3,8 +3,10 @@ inside clusters), whole and edge tiles of the mma.sync kernel, and the W4A16 ker
 fix-ups), for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
-    compute-sanitizer --tool racecheck python scripts/sanitize_cases.py
+    compute-sanitizer --tool racecheck python scripts/sanitize_cases.py --racecheck
 """
+
+import sys
 
 import torch
 
@@ -83,8 +85,19 @@ for cfg in [c for _, c in sm80_w4a16.CONFIGS]:
     for m in (5, cfg.block_m - 3):  # 5: fragments whose rows do not exist (not published, not read back)
         gn_mm.w4a16_mm(torch.randn(m, k, device=dev).bfloat16(), w, config=cfg, splits=3)
 if hopper:
+    # K = 2048 unsplit: 16-32 stages per CTA, so every ring's slots are refilled after consumers read them. Under
+    # racecheck (--racecheck) K stays within each ring instead: racecheck reports every refill of a slot that
+    # consumer lanes read with plain shared loads and lane 0 released (a bulk copy after the producer's wait on
+    # the slot's empty barrier) as a WAR hazard, with or without a __syncwarp before the release (NOTES W4A16 39).
+    ring_reuse = "--racecheck" not in sys.argv
+    weights = {}
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
-        for splits in (None, 3):
-            gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, k, device=dev).bfloat16(), w, config=cfg, splits=splits)
+        for kk, splits in ((k, None), (k, 3), (2048, 1)):
+            kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
+            if kk not in weights:
+                qk = torch.randint(0, 16, (kk, 256), device=dev)
+                weights[kk] = gn_mm.prepare_w4a16(fmt.pack_nibbles(qk, dim=1),
+                                                  (torch.rand(kk // 128, 256, device=dev) * 0.05).bfloat16(), group_size=128)
+            gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk], config=cfg, splits=splits)
 torch.cuda.synchronize()
 print(f"ran {len(done)} variant families and the W4A16 kernels")
