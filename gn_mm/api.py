@@ -170,7 +170,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
             # The heuristic's split inside a cluster (one launch, sums added on chip), when every tile's cluster
             # is resident at once: a cluster that takes a second tile doubles the time.
-            cand = in_cluster(cfg, splits, k_bytes) if config is None else None
+            cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
             if cand is not None:
                 plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
                 wide = widen(cand, n, plan.grid // cand.cluster_k)  # too many tiles: wider ones that fit

@@ -143,11 +143,12 @@ DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (1
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 
-# Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster).
+# Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster);
+# decode (M <= 32, one row tile) up to twice that.
 CLUSTER_K_MAX_SHARE = 32
 
 
-def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
+def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int, m: int) -> Sm90Config | None:
     """The config that takes a heuristic split count inside a cluster (one launch, the partial sums added
     through distributed shared memory): `splits` rounded down to 2, 4 or 8 CTAs, if each CTA's share of K is
     then at most CLUSTER_K_MAX_SHARE steps; None keeps the workspace + mm_reduce route (no smaller cluster
@@ -156,13 +157,16 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int) -> Sm90Config | None:
     sums win for short shares (16 x 1024 x 4096 bf16 8.1 us against 9.6, 64 x 4096 x 4096 14.0 against 15.7,
     fp8 16 x 4096 x 4096 10.3 against 10.8) but lose for long ones (128 x 4096 x 14336 bf16, 112 steps per
     CTA: 46.8 against 39.4, not understood yet). The caller also requires every tile's cluster to be resident
-    at once (clusters of 4 fit only 30 at a time on 132 SMs)."""
+    at once (clusters of 4 fit only 30 at a time on 132 SMs). Decode (M <= 32) shares may be twice as long: on an
+    H100, 16 x 4096 x 14336 bf16 (56 steps per CTA of a widened 64 x 144 tile) took 43.3-44.4 us against 45.2-45.6
+    for four workspace splits (`small_m_cfgs_h100.json`, `small_m_cluster_wide_h100.json`)."""
     if splits == 1 or cfg.cluster_m > 1:
         return None
     ck = max(c for c in (1, 2, 4, 8) if c <= splits)
     cand = dataclasses.replace(cfg, cluster_k=ck)
     k_tiles = -(-k_bytes // ROW_BYTES)
-    ok = ck > 1 and _valid(cand) and ck <= k_tiles and -(-k_tiles // ck) <= CLUSTER_K_MAX_SHARE
+    longest = CLUSTER_K_MAX_SHARE * (2 if m <= 32 else 1)
+    ok = ck > 1 and _valid(cand) and ck <= k_tiles and -(-k_tiles // ck) <= longest
     return cand if ok else None
 
 

@@ -107,14 +107,16 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     from gn_mm.errors import LayoutError
     from gn_mm.sm90_config import CLUSTER_K_MAX_SHARE, DECODE, LARGE, Sm90Config, in_cluster
 
-    assert in_cluster(DECODE, 1, 8192) is None  # nothing to split
-    assert in_cluster(DECODE, 6, 8192).cluster_k == 4  # rounded down to a cluster size
-    assert in_cluster(DECODE, 16, 8192).cluster_k == 8
-    assert in_cluster(DECODE, 2, 2 * 128 * (CLUSTER_K_MAX_SHARE + 1)) is None  # long shares: workspace route
-    assert in_cluster(DECODE, 8, 7 * 128) is None  # 7 K steps cannot feed 8 CTAs
-    assert in_cluster(DECODE, 8, 9 * 128).cluster_k == 8  # balanced shares of 1-2 steps
-    assert in_cluster(LARGE[0], 2, 8192) is None  # 2-CTA B-multicast clusters split through the workspace
-    cfg = in_cluster(DECODE, 4, 8192)
+    assert in_cluster(DECODE, 1, 8192, 16) is None  # nothing to split
+    assert in_cluster(DECODE, 6, 8192, 16).cluster_k == 4  # rounded down to a cluster size
+    assert in_cluster(DECODE, 16, 8192, 16).cluster_k == 8
+    assert in_cluster(DECODE, 2, 2 * 128 * (CLUSTER_K_MAX_SHARE + 1), 64) is None  # long shares: workspace route
+    assert in_cluster(DECODE, 2, 2 * 128 * (CLUSTER_K_MAX_SHARE + 1), 32) is not None  # decode: up to twice as long
+    assert in_cluster(DECODE, 2, 2 * 128 * (2 * CLUSTER_K_MAX_SHARE + 1), 32) is None
+    assert in_cluster(DECODE, 8, 7 * 128, 16) is None  # 7 K steps cannot feed 8 CTAs
+    assert in_cluster(DECODE, 8, 9 * 128, 16).cluster_k == 8  # balanced shares of 1-2 steps
+    assert in_cluster(LARGE[0], 2, 8192, 256) is None  # 2-CTA B-multicast clusters split through the workspace
+    cfg = in_cluster(DECODE, 4, 8192, 16)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
         with pytest.raises(LayoutError, match="cluster_k"):
@@ -124,11 +126,11 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
 def test_decode_tiles_widen_until_their_clusters_of_4_fit():
     from gn_mm.sm90_config import DECODE, DECODE_WIDE, in_cluster, widen
 
-    k4 = in_cluster(DECODE, 4, 8192)
+    k4 = in_cluster(DECODE, 4, 8192, 16)
     assert widen(k4, 4096, 32) is None  # 32 tiles, 32 clusters fit: nothing to widen
     assert widen(k4, 4096, 30).block_n == 144  # 29 tiles of 144 columns for 30 clusters
     assert widen(k4, 5280, 30).block_n == 176 and widen(k4, 5300, 30) is None  # past the widest: workspace
-    assert widen(in_cluster(DECODE, 2, 8192), 14336, 30) is None  # only 4-CTA clusters widen
+    assert widen(in_cluster(DECODE, 2, 8192, 16), 14336, 30) is None  # only 4-CTA clusters widen
     for w in DECODE_WIDE:
         w.check()
         assert (w.block_m, w.cluster_k) == (64, 4) and w.stages >= 6
