@@ -20,7 +20,7 @@ import torch
 from . import api, compiler, microbench, report
 from . import variant_table as variants
 from .int4 import pack_int4
-from .timing import bench, bench_pair, rotation_sets
+from .timing import bench, bench_pair, graph_time, rotation_sets
 
 SQUARE = ((4096, 4096, 4096), (8192, 8192, 8192))
 LLM = tuple((m, n, k) for m in (16, 128, 4096) for k, n in ((4096, 4096), (4096, 14336), (14336, 4096)))
@@ -107,8 +107,10 @@ def _nbytes(inputs: dict) -> int:
     return total
 
 
-def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = None, **mm_kwargs) -> dict:
-    """One variant at one shape, ours against the peer; mm_kwargs (e.g. config="mma.sync") reach gn_mm.mm."""
+def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = None, graph: bool = False,
+             **mm_kwargs) -> dict:
+    """One variant at one shape, ours against the peer; mm_kwargs (e.g. config="mma.sync") reach gn_mm.mm.
+    graph: also the GPU time per call under CUDA-graph replay (no host time), ours and the peer's alternated."""
     m, n, k = shape
     first = case.make(m, n, k, device)
     sets = [first] + [case.make(m, n, k, device) for _ in range(rotation_sets(_nbytes(first), device) - 1)]
@@ -143,7 +145,22 @@ def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = 
                ours_tflops=flops / to["median_ms"] / 1e9)
     if row.get("peer_tflops"):
         row["ratio"] = row["ours_tflops"] / row["peer_tflops"]
+    if graph and "peer_ms" in row:
+        row.update(_graph_pair(case, sets, calls=max(1, min(20, int(2e11 // flops)))))
     return row
+
+
+def _graph_pair(case: Case, sets: list, calls: int, rounds: int = 2) -> dict:
+    """Median GPU time per call (us) of ours and the peer under CUDA-graph replay, rounds alternating which
+    goes first (the same clocks for both), and the peer's time over ours."""
+    times = {"ours": [], "peer": []}
+    fns = {"ours": lambda i: case.ours(sets[i]), "peer": lambda i: case.peer(sets[i])}
+    with case.flags():
+        for r in range(rounds):
+            for who in ("ours", "peer") if r % 2 == 0 else ("peer", "ours"):
+                times[who].append(graph_time(fns[who], len(sets), 20, calls)["median_ms"] * 1e3)
+    ours, peer = (sorted(times[w])[(rounds - 1) // 2] for w in ("ours", "peer"))
+    return {"graph_ours_us": ours, "graph_peer_us": peer, "graph_ratio": peer / ours}
 
 
 def environment() -> dict:
@@ -158,14 +175,14 @@ def s4_ceiling(device) -> float:
     return microbench.mma_ceiling(v, device)["tflops"]
 
 
-def run(names, shapes, device="cuda", reps: int = 30, progress=None, **mm_kwargs) -> dict:
+def run(names, shapes, device="cuda", reps: int = 30, progress=None, graph: bool = False, **mm_kwargs) -> dict:
     device = torch.device(device)
     ceilings = {CASES["s4"].name: s4_ceiling(device)} if "s4" in names else {}
     jobs = [(CASES[nm], s) for nm in names for s in shapes]
     rows = []
     for case, shape in (progress(jobs) if progress else jobs):
         try:
-            rows.append(run_case(case, shape, device, reps, ceilings, **mm_kwargs))
+            rows.append(run_case(case, shape, device, reps, ceilings, graph, **mm_kwargs))
         except Exception as exc:  # one failing case must not hide the others; it is reported
             rows.append({"variant": case.name, "m": shape[0], "n": shape[1], "k": shape[2],
                          "error": f"{type(exc).__name__}: {exc}"})
@@ -176,17 +193,27 @@ def run(names, shapes, device="cuda", reps: int = 30, progress=None, **mm_kwargs
 def markdown(result: dict) -> str:
     env = result["environment"]
     config = result.get("config", "auto")
+    graph = any("graph_ratio" in r for r in result["rows"])
     lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}"
              + ("" if config == "auto" else f"; gn_mm config: {config}"), "",
-             "| variant | M | N | K | gn_mm TFLOP/s | peer | peer TFLOP/s | ratio |", "|---|---|---|---|---|---|---|---|"]
+             "| variant | M | N | K | gn_mm TFLOP/s | peer | peer TFLOP/s | ratio |"
+             + (" graph us (gn_mm / peer) | graph ratio |" if graph else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if graph else "")]
+    if graph:
+        lines[1:1] = ["", "ratio: eager calls, a device-event pair around each (the host's time to submit a call is in "
+                      "it); graph: GPU time per call under CUDA-graph replay."]
     for r in result["rows"]:
         if "error" in r and "ours_tflops" not in r:
             lines.append(f"| {r['variant']} | {r['m']} | {r['n']} | {r['k']} | error: {r['error']} | | | |")
             continue
         peer = f"{r['peer_tflops']:.1f}" if r.get("peer_tflops") else f"n/a ({r.get('peer_error', '')})"
         ratio = f"{r['ratio']:.2f}" if "ratio" in r else "-"
+        extra = ""
+        if graph:
+            extra = (f" {r['graph_ours_us']:.1f} / {r['graph_peer_us']:.1f} | {r['graph_ratio']:.2f} |"
+                     if "graph_ratio" in r else " | |")
         lines.append(f"| {r['variant']} | {r['m']} | {r['n']} | {r['k']} | {r['ours_tflops']:.1f} | {r['peer']} | "
-                     f"{peer} | {ratio} |" + (f" {r['error']}" if "error" in r else ""))
+                     f"{peer} | {ratio} |{extra}" + (f" {r['error']}" if "error" in r else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -206,6 +233,9 @@ def main(argv=None) -> int:
     p.add_argument("--shapes", choices=["square", "llm", "all"], default="all")
     p.add_argument("--quick", action="store_true", help="4096^3 only, fewer repetitions")
     p.add_argument("--reps", type=int, default=30)
+    p.add_argument("--graph", action="store_true",
+                   help="also GPU time per call under CUDA-graph replay (host time out of the way), ours and the "
+                        "peer's alternated")
     p.add_argument("--config", default="auto",
                    help="what gn_mm runs: auto (wgmma on sm_90, mma.sync elsewhere), a family (mma.sync, wgmma) "
                         "or a config name (python -m gn_mm variants lists them)")
@@ -219,7 +249,7 @@ def main(argv=None) -> int:
         shapes, args.reps = SQUARE[:1], 10
     kw = {} if args.config == "auto" else {"config": args.config}
     result = run(args.variants.split(","), shapes, reps=args.reps,
-                 progress=lambda jobs: report.progress_bar(jobs, "bench"), **kw)
+                 progress=lambda jobs: report.progress_bar(jobs, "bench"), graph=args.graph, **kw)
     result["config"] = args.config
     written = save(result, args.out)
     print(markdown(result))

@@ -35,6 +35,16 @@ def test_markdown_and_files(tmp_path):
     assert (tmp_path / "b.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_markdown_with_graph_times():
+    rows = json.loads(json.dumps(ROWS))
+    rows["rows"][0].update(graph_ours_us=10.0, graph_peer_us=12.5, graph_ratio=1.25)
+    md = bench.markdown(rows)
+    assert "| bf16 | 16 | 32 | 64 | 1.0 | torch.matmul | 2.0 | 0.50 | 10.0 / 12.5 | 1.25 |" in md
+    assert "graph ratio" in md and "CUDA-graph replay" in md
+    assert "| s8 -> s32 | 16 | 32 | 64 | 3.0 | torch._int_mm | n/a (refused) | - | | |" in md
+    assert "graph" not in bench.markdown(ROWS)
+
+
 def test_chart_without_matplotlib_is_skipped(monkeypatch, tmp_path):
     import builtins
 
