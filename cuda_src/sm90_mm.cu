@@ -229,20 +229,21 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
                                  int tn, u32 rank) {
   const int warp = t / 32, lane = t % 32, r0 = warp * 16 + lane / 4;
   const u32 mine = smem0 + c * 64 * BLOCK_N * 4;
+  const int rows = gn_min(BLOCK_M, ep.M - tm * BLOCK_M);  // rows of the tile that exist (decode: 1-32 of 64)
+  if (c * 64 + warp * 16 < rows)  // a warp's 16 rows: parked unless all are past M
 #pragma unroll
-  for (int j = 0; j < BLOCK_N / 8; ++j)
+    for (int j = 0; j < BLOCK_N / 8; ++j)
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n"
-                   ::"r"(mine + ((r0 + 8 * h) * BLOCK_N + 8 * j + 2 * (lane % 4)) * 4), "r"(bits(d[4 * j + 2 * h])),
-                   "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
+      for (int h = 0; h < 2; ++h)
+        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n"
+                     ::"r"(mine + ((r0 + 8 * h) * BLOCK_N + 8 * j + 2 * (lane % 4)) * 4), "r"(bits(d[4 * j + 2 * h])),
+                     "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
   fence_proxy_async_smem();  // ordered before the TMA loads that refill the ring for a next tile
   cluster_sync();
-  constexpr int PAIRS = SLICE / 2, ITEMS = 64 * CONSUMERS * PAIRS;
-  for (int i = c * 128 + t; i < ITEMS; i += CONSUMERS * 128) {
+  constexpr int PAIRS = SLICE / 2;
+  for (int i = c * 128 + t; i < rows * PAIRS; i += CONSUMERS * 128) {
     const int row = i / PAIRS, col = (int)rank * SLICE + 2 * (i % PAIRS);
     const int g_row = tm * BLOCK_M + row;
-    if (g_row >= ep.M) continue;
     const u32 at = smem0 + ((row / 64) * 64 * BLOCK_N + (row % 64) * BLOCK_N + col) * 4;
     if constexpr (GN_ACC_KIND == GN_ACC_S32) {  // 64-bit sums saturated to int32, as .satfinite would
       i64 s0 = 0, s1 = 0;
@@ -414,8 +415,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
             scale_b_mode, has_bias);
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers.
-  if constexpr (CLUSTER > 1) cluster_sync();
+  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers. (CLUSTER_K:
+  // the second barrier of each tile's reduction already ends every access to a peer.)
+  if constexpr (CLUSTER_M > 1) cluster_sync();
 }
 
 #include "mm_reduce.cuh"
