@@ -151,8 +151,9 @@ def run_case(case: Case, shape, device, reps: int = 30, ceilings: dict | None = 
 
 
 def _graph_pair(case: Case, sets: list, calls: int, rounds: int = 2) -> dict:
-    """Median GPU time per call (us) of ours and the peer under CUDA-graph replay, rounds alternating which
-    goes first (the same clocks for both), and the peer's time over ours."""
+    """GPU time per call (us) of ours and the peer under CUDA-graph replay: each round a median over replays,
+    rounds alternating which goes first (the same clocks for both); per side the middle round (the lower middle
+    one when `rounds` is even: with the default 2, the faster); and the peer's time over ours."""
     times = {"ours": [], "peer": []}
     fns = {"ours": lambda i: case.ours(sets[i]), "peer": lambda i: case.peer(sets[i])}
     with case.flags():

@@ -92,12 +92,13 @@ if hopper:
     ring_reuse = "--racecheck" not in sys.argv
     weights = {}
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
-        for kk, splits in ((k, None), (k, 3), (2048, 1)):
+        for kk, nn, splits in ((k, n, None), (k, n, 3), (2048, 256, 1)):  # N = 1000: a ragged last column tile
             kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
-            if kk not in weights:
-                qk = torch.randint(0, 16, (kk, 256), device=dev)
-                weights[kk] = gn_mm.prepare_w4a16(fmt.pack_nibbles(qk, dim=1),
-                                                  (torch.rand(kk // 128, 256, device=dev) * 0.05).bfloat16(), group_size=128)
-            gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk], config=cfg, splits=splits)
+            if (kk, nn) not in weights:
+                qk = torch.randint(0, 16, (kk, nn), device=dev)
+                weights[kk, nn] = gn_mm.prepare_w4a16(fmt.pack_nibbles(qk, dim=1), (torch.rand(
+                    kk // 128, nn, device=dev) * 0.05).bfloat16(), group_size=128)
+            gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk, nn], config=cfg,
+                           splits=splits)
 torch.cuda.synchronize()
 print(f"ran {len(done)} variant families and the W4A16 kernels")
