@@ -90,7 +90,7 @@ if hopper:
     # consumer lanes read with plain shared loads and lane 0 released (a bulk copy after the producer's wait on
     # the slot's empty barrier) as a WAR hazard, with or without a __syncwarp before the release (NOTES W4A16 39).
     ring_reuse = "--racecheck" not in sys.argv
-    weights = {}
+    weights = {(k, n): w}  # the mma.sync cases' weight; other shapes are made on first use
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
         for kk, nn, splits in ((k, n, None), (k, n, 3), (2048, 256, 1)):  # N = 1000: a ragged last column tile
             kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
