@@ -118,7 +118,10 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
 // tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned); `first`: nothing of this
 // consumer is in flight yet. Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
 // the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
-template <class Ep>
+// COLS: per-column scales or a bias to apply. Without them (plain and per-tensor / per-row scaled outputs) a value
+// costs one multiply, a pack and half a store: the general form's column loads and clamps made the epilogue ~1,600
+// instructions per warp and tile, ~10% of a 4096^3 bf16 kernel with the tensor cores idle (benchmarks/NOTES.md).
+template <bool COLS, class Ep>
 GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0,
                               int c, int t, int row_base, int col_base, bool first) {
   const int warp = t / 32, lane = t % 32;
@@ -139,7 +142,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
       V v[4];
       float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
       group_values(d, j, v);
-      if constexpr (GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
+      if constexpr (COLS && GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + 8 * h;
@@ -279,33 +282,46 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
   const Epilogue<GN_OUT_KIND> ep{C, scale_a, scale_b, bias, M, N, ldc, scale_a_mode, scale_b_mode, has_bias,
                                  Epilogue<GN_OUT_KIND>::pairs_aligned(C, ldc)};
   AccReg d[GN_WGMMA_REGS];
-  int it = 0;
-  bool first = true;  // no TMA store of this consumer in flight yet
+  // Descriptors of slot 0's A rows (this consumer's 64) and B tile; a descriptor's address field is bytes / 16,
+  // so slot s and k-step ks are plain additions (no masks and shifts per wgmma).
+  const u32 desc_a0 = (u32)wgmma_desc_k128(smem0 + c * 64 * ROW_BYTES), desc_b0 = (u32)wgmma_desc_k128(smem0 + A_TILE);
+  int s = 0, prev = 0;  // the slot of the next k-tile and of the one before it, across units
+  u32 phase = 0;        // the parity of slot s's current round
+  bool first = true;    // no TMA store of this consumer in flight yet
   for (int u = w.first(); u < w.units; u += w.step) {
     int tm, tn, kt0, k_tiles;
     w.unit(u, tm, tn, kt0, k_tiles);
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const int s = it % NUM_STAGES;
-      mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
-      const u32 a = smem0 + s * STAGE_BYTES + c * 64 * ROW_BYTES, b = smem0 + s * STAGE_BYTES + A_TILE;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      mbar_wait(full0 + 8 * s, phase);
+      const u32 slot = s * (STAGE_BYTES / 16);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < KSTEPS; ++ks)  // scale-d 0 on the tile's first step: D = A*B, no zeroing
-        GN_WGMMA(d, wgmma_desc_k128(a + 32 * ks), wgmma_desc_k128(b + 32 * ks), (kt > 0 || ks > 0) ? 1 : 0);
+        GN_WGMMA(d, wgmma_desc_k128_lo(desc_a0 + slot + 2 * ks), wgmma_desc_k128_lo(desc_b0 + slot + 2 * ks),
+                 (kt > 0 || ks > 0) ? 1 : 0);  // + 32 bytes of K per k-step
       wgmma_commit();
       // One group stays in flight; the one before it has finished reading its slot: release that slot.
       wgmma_wait<1>();
-      if (kt > 0) release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
+      if (kt > 0) release(empty0 + 8 * prev, lane);
+      prev = s;
+      if (++s == NUM_STAGES) {
+        s = 0;
+        phase ^= 1;
+      }
     }
     wgmma_wait<0>();
     GN_WGMMA_TOUCH(d);
-    release(empty0 + 8 * ((it - 1) % NUM_STAGES), lane);
+    release(empty0 + 8 * prev, lane);
     const int row0 = tm * BLOCK_M + c * 64 + warp * 16 + lane / 4, col0 = tn * BLOCK_N + 2 * (lane % 4);
     if constexpr (CLUSTER_K > 1) {
       named_barrier(3, CONSUMERS * 128);  // every consumer's wgmmas are done reading the ring
       reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
     } else if (w.splits == 1 && TMA_STORES && c_tma) {
-      store_tile_tma(ep, d, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
+      const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
+      if (ep.scale_b_mode == 2 || ep.has_bias)
+        store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
+      else
+        store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
       first = false;
     } else if (w.splits == 1) {
       store_tile(ep, d, row0, col0);

@@ -11,6 +11,9 @@
 GN_DEVICE u64 wgmma_desc_k128(u32 smem_addr) {
   return (u64)((smem_addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
 }
+// The same descriptor from its low word (wgmma_desc_k128's low 32 bits): a loop that advances only the address
+// field (bytes / 16; it never carries out of its 14 bits inside shared memory) adds 32-bit values, no 64-bit carry.
+GN_DEVICE u64 wgmma_desc_k128_lo(u32 lo) { return ((u64)((1024 >> 4) | (1u << 30)) << 32) | lo; }
 
 // Registers the next wgmma reads or writes were produced by ordinary instructions: order them first.
 GN_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
