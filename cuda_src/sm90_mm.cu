@@ -120,7 +120,7 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
 // the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
 // COLS: per-column scales or a bias to apply. Without them (plain and per-tensor / per-row scaled outputs) a value
 // costs one multiply, a pack and half a store: the general form's column loads and clamps made the epilogue ~1,600
-// instructions per warp and tile, ~10% of a 4096^3 bf16 kernel with the tensor cores idle (benchmarks/NOTES.md).
+// instructions per warp and tile, ~10% of a 4096^3 bf16 kernel with the tensor cores idle (NOTES sm90 30).
 template <bool COLS, class Ep>
 GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0,
                               int c, int t, int row_base, int col_base, bool first) {
@@ -142,7 +142,8 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
       V v[4];
       float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
       group_values(d, j, v);
-      if constexpr (COLS && GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
+      if constexpr (COLS && GN_OUT_KIND != GN_OUT_S32)
+        ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int r = r0 + 8 * h;
