@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import runtime, sm80_mm, sm90_mm
+from . import int4_unpack, runtime, sm80_mm, sm90_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
@@ -96,8 +96,8 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     config = _named(config)  # the int4 decision below and the plan must see the same config
     if ea.bits == 4 and _wgmma_twin(variant, gpu, config, m, n) is not None:
         # Hopper has no int4 tensor-core instruction: unpack both operands to int8 and run the s8/u8 wgmma.
-        a_store, lda = _unpack_rows(a_store, k, ea)
-        b_store, ldb = _unpack_rows(b_store, k, eb)
+        a_store, lda = int4_unpack.unpack_rows(a_store, k, ea.name == "s4", gpu.arch)
+        b_store, ldb = int4_unpack.unpack_rows(b_store, k, eb.name == "s4", gpu.arch)
         k_bytes = k
     plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
@@ -351,22 +351,6 @@ def _unpack_int4_pays(m: int, n: int, config) -> bool:
     enough work per operand byte (measured on an H200: 9-17x the emulated s4 mma.sync at 4096^3..8192^3, a
     loss at M = 128). An explicit Sm90Config or "wgmma" always takes the wgmma path."""
     return isinstance(config, Sm90Config) or config == "wgmma" or min(m, n) >= 512
-
-
-def _unpack_rows(packed: torch.Tensor, k: int, e: Elem) -> tuple[torch.Tensor, int]:
-    """uint8 [rows, K/2] int4 storage -> int8 [rows, k] values in rows padded to 16 bytes (a TMA stride).
-    Low nibble = even k; signed nibbles are sign-extended by arithmetic shifts."""
-    rows, half = packed.shape
-    buf = torch.empty((rows, max(-(-k // 16) * 16, 2 * half)), dtype=torch.int8, device=packed.device)
-    even, odd = buf[:, 0:2 * half:2], buf[:, 1:2 * half:2]
-    if e.name == "s4":
-        signed = packed.view(torch.int8)
-        torch.bitwise_right_shift(torch.bitwise_left_shift(signed, 4), 4, out=even)
-        torch.bitwise_right_shift(signed, 4, out=odd)
-    else:
-        torch.bitwise_and(packed, 0xF, out=even.view(torch.uint8))
-        torch.bitwise_right_shift(packed, 4, out=odd.view(torch.uint8))
-    return buf[:, :k], buf.stride(0)
 
 
 def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:

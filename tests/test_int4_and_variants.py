@@ -72,15 +72,34 @@ def test_split_heuristic():
     assert config.choose_splits(16, 4096, 64, small, 132, "f32") == 1  # a single K tile cannot split
 
 
-@pytest.mark.parametrize("name,lo,hi", [("s4", -8, 8), ("u4", 0, 16)])
-@pytest.mark.parametrize("k", [64, 40, 33])
-def test_int4_unpacks_for_the_s8_wgmma(name, lo, hi, k):
-    """The Hopper path's unpacking: exact values, rows padded to a 16-byte (TMA) stride."""
-    from gn_mm import api
-    from gn_mm.dtypes import BY_NAME
+def test_int4_unpack_kernel_compiles_offline(fresh_cache):
+    """The Hopper path's int4 -> int8 kernel builds for every arch with NVRTC alone, without spills."""
+    from gn_mm import int4_unpack, runtime
 
-    v = torch.randint(lo, hi, (5, k), dtype=torch.int8)
-    out, ld = api._unpack_rows(gn_mm.pack_int4(v, signed=name == "s4").data, k, BY_NAME[name])
+    for signed in (True, False):
+        for arch in ("sm_80", "sm_90a", "sm_120"):
+            built = runtime.build(int4_unpack.spec(signed, Arch.parse(arch)), backend="bindings")
+            assert built.cubin[:4] == b"\x7fELF" and not built.ptxas.spills and not built.ptxas.stack_bytes
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name,lo,hi", [("s4", -8, 8), ("u4", 0, 16)])
+@pytest.mark.parametrize("rows,k,pad", [(5, 64, 0), (5, 40, 0), (3, 33, 0), (70, 1000, 8), (2, 4099, 24), (1, 16, 0)])
+def test_int4_unpacks_for_the_s8_wgmma(name, lo, hi, rows, k, pad):
+    """The Hopper path's unpacking kernel: exact values, rows padded to a 16-byte (TMA) stride, packed rows read
+    through a padded row stride (vector chunks and the byte-by-byte tail)."""
+    from gn_mm import int4_unpack
+
+    dev = torch.device("cuda")
+    v = torch.randint(lo, hi, (rows, k), dtype=torch.int8, device=dev)
+    packed = gn_mm.pack_int4(v, signed=name == "s4").data
+    if pad:  # the same bytes at a wider row stride
+        wide = torch.full((rows, packed.shape[1] + pad), 0x5A, dtype=torch.uint8, device=dev)
+        wide[:, :packed.shape[1]] = packed
+        packed = wide[:, :packed.shape[1]]
+    cc = torch.cuda.get_device_capability()
+    out, ld = int4_unpack.unpack_rows(packed, k, name == "s4", Arch(cc[0] * 10 + cc[1]))
+    torch.cuda.synchronize()
     assert torch.equal(out, v) and ld % 16 == 0 and out.stride(0) == ld
 
 
