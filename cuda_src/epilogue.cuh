@@ -21,6 +21,9 @@ struct Epilogue {
     float s = scale_a_mode ? scale_a[scale_a_mode == 2 ? gn_min(row, M - 1) : 0] : 1.f;
     return scale_b_mode == 1 ? s * scale_b[0] : s;
   }
+  // Whether column_terms can be other than (1, 1, 0, 0): a per-column scale_b or a bias. Without them an epilogue
+  // may skip it (its clamped loads cost more than the rest of a value's epilogue).
+  GN_DEVICE bool column_terms_needed() const { return scale_b_mode == 2 || has_bias; }
   // Per-column terms of columns col, col + 1: a per-column scale_b (else 1) and the bias (else 0).
   GN_DEVICE void column_terms(int col, float& s0, float& s1, float& b0, float& b1) const {
     const int c0 = gn_min(col, N - 1), c1 = gn_min(col + 1, N - 1);

@@ -285,7 +285,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
   AccReg d[GN_WGMMA_REGS];
   // Descriptors of slot 0's A rows (this consumer's 64) and B tile; a descriptor's address field is bytes / 16,
   // so slot s and k-step ks are plain additions (no masks and shifts per wgmma).
-  const u32 desc_a0 = (u32)wgmma_desc_k128(smem0 + c * 64 * ROW_BYTES), desc_b0 = (u32)wgmma_desc_k128(smem0 + A_TILE);
+  const u32 desc_a0 = wgmma_desc_k128_lo(smem0 + c * 64 * ROW_BYTES), desc_b0 = wgmma_desc_k128_lo(smem0 + A_TILE);
   int s = 0, prev = 0;  // the slot of the next k-tile and of the one before it, across units
   u32 phase = 0;        // the parity of slot s's current round
   bool first = true;    // no TMA store of this consumer in flight yet
@@ -298,7 +298,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < KSTEPS; ++ks)  // scale-d 0 on the tile's first step: D = A*B, no zeroing
-        GN_WGMMA(d, wgmma_desc_k128_lo(desc_a0 + slot + 2 * ks), wgmma_desc_k128_lo(desc_b0 + slot + 2 * ks),
+        GN_WGMMA(d, wgmma_desc_k128_from_lo(desc_a0 + slot + 2 * ks), wgmma_desc_k128_from_lo(desc_b0 + slot + 2 * ks),
                  (kt > 0 || ks > 0) ? 1 : 0);  // + 32 bytes of K per k-step
       wgmma_commit();
       // One group stays in flight; the one before it has finished reading its slot: release that slot.
@@ -319,7 +319,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
     } else if (w.splits == 1 && TMA_STORES && c_tma) {
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
-      if (ep.scale_b_mode == 2 || ep.has_bias)
+      if (ep.column_terms_needed())
         store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
       else
         store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);

@@ -8,12 +8,12 @@
 // (1024-byte) swizzle atoms stacked along M/N. Bits: start address >> 4 (0-13), leading byte offset >> 4
 // (16-29, unused by K-major 128B swizzle: 1), stride byte offset >> 4 (32-45: one atom, 1024 B),
 // swizzle mode (62-63: 1 = 128B). Tiles must start 1024-byte aligned (base offset 0).
-GN_DEVICE u64 wgmma_desc_k128(u32 smem_addr) {
-  return (u64)((smem_addr & 0x3FFFF) >> 4) | ((u64)1 << 16) | ((u64)(1024 >> 4) << 32) | ((u64)1 << 62);
-}
-// The same descriptor from its low word (wgmma_desc_k128's low 32 bits): a loop that advances only the address
-// field (bytes / 16; it never carries out of its 14 bits inside shared memory) adds 32-bit values, no 64-bit carry.
-GN_DEVICE u64 wgmma_desc_k128_lo(u32 lo) { return ((u64)((1024 >> 4) | (1u << 30)) << 32) | lo; }
+// The low word (address, leading byte offset) and the whole descriptor from it: a loop that advances only the
+// address field (bytes / 16; it never carries out of its 14 bits inside shared memory) adds 32-bit values to a
+// low word, no 64-bit carry.
+GN_DEVICE u32 wgmma_desc_k128_lo(u32 smem_addr) { return ((smem_addr & 0x3FFFF) >> 4) | (1u << 16); }
+GN_DEVICE u64 wgmma_desc_k128_from_lo(u32 lo) { return ((u64)((1024 >> 4) | (1u << (62 - 32))) << 32) | lo; }
+GN_DEVICE u64 wgmma_desc_k128(u32 smem_addr) { return wgmma_desc_k128_from_lo(wgmma_desc_k128_lo(smem_addr)); }
 
 // Registers the next wgmma reads or writes were produced by ordinary instructions: order them first.
 GN_DEVICE void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
