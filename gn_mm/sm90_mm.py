@@ -65,10 +65,12 @@ class Plan:
             map_b = map_bt = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
         partial = partials(self.acc, self.splits, m, n, c)
-        # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride) and the
-        # tile is whole 128-byte chunks wide.
+        # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride, rows of
+        # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
+        # padding, found by tests/test_fuzz_gpu.py) and the tile is whole 128-byte chunks wide.
         item = c.element_size()
-        c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (cfg.block_n * item) % 128 == 0)
+        c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0
+                    and (cfg.block_n * item) % 128 == 0)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,

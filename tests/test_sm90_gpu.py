@@ -260,3 +260,21 @@ def test_tiles_narrower_than_a_store_chunk_store_directly(out):
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, config=gn_mm.Sm90Config.parse("sm90_64x48_s8_g8_c1"))
     _check(c, a.double() @ w.double().t(), out)
+
+
+@pytest.mark.parametrize("out,n", [("bf16", 1029), ("f32", 7393), ("f32", 257)])
+@pytest.mark.parametrize("cfg", [LARGE[0], DECODE], ids=lambda c: c.name)
+def test_out_view_with_aligned_rows_but_ragged_n_gets_nothing_past_n(out, n, cfg):
+    """An out= view of a wider buffer whose rows start 16 bytes apart while N x itemsize is no multiple of 16: the
+    TMA store wrote the rest of each row's last 16 bytes past N (into the view's padding); such rows store
+    directly. Found by tests/test_fuzz_gpu.py (seed 56: 77 x 7393 x 8, tf32 -> f32)."""
+    m, k = 77, 40
+    dev = torch.device("cuda")
+    a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(n, k, device=dev, dtype=torch.bfloat16)
+    pad = -n % (128 // torch.finfo(OUT_DTYPES[out]).bits)  # to the next 16-byte row
+    padded = _poison(m, n + pad, OUT_DTYPES[out], dev)
+    assert (padded.stride(0) * padded.element_size()) % 16 == 0 and (n * padded.element_size()) % 16
+    gn_mm.mm(a, w.t(), out=padded[:, :n], config=cfg)
+    _check(padded[:, :n], a.double() @ w.double().t(), out)
+    assert padded[:, n:].isnan().all()

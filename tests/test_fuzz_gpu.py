@@ -1,0 +1,104 @@
+"""GPU tier: seeded random problems that cross the heuristics' boundaries (tile and family choice, split-K in a
+workspace or inside a cluster, widened decode tiles, the decode kernel / wgmma crossover of W4A16) with random
+layouts, outputs, scales and bias, each against a float64 (or exact integer) reference. The fixed-shape tests
+cover every variant and config; these cover the shapes nobody thought of. A failure names its seed: rerun it with
+`pytest tests/test_fuzz_gpu.py -k "[<seed>]"`.
+"""
+
+import math
+import random
+
+import pytest
+import torch
+
+import gn_mm
+from gn_mm import variant_table as variants, w4a16_decode
+from gn_mm.dtypes import BY_NAME, OUT_DTYPES
+
+from test_mm_gpu import _check, _poison, _rand, extra_tol
+from test_w4a16_gpu import ROUNDS, check as w4a16_check, make_weight
+
+pytestmark = pytest.mark.gpu
+
+
+ROUND = (16, 32, 64, 128, 256, 1000, 1024, 2048, 4096, 5120, 8192)  # sizes the heuristics' thresholds sit near
+
+
+def _size(rng: random.Random, hi: int) -> int:
+    """Log-uniform in [1, hi], or (a third of the time) a round size near a heuristic threshold, off by a little."""
+    if rng.random() < 0.35:
+        return max(1, min(hi, rng.choice(ROUND)) + rng.choice((0, 0, -1, 3, -8)))
+    return int(math.exp(rng.uniform(0.0, math.log(hi + 1))))
+
+
+def _mm_case(seed: int):
+    """(variant, out, m, n, k, family, scales, out layout, bias) for one seed, among the variants this GPU runs;
+    16-bit and fp8 inputs drawn more often than the rest."""
+    rng = random.Random(seed)
+    cc = torch.cuda.get_device_capability()
+    runnable = [v for v in variants.MMA_SYNC if v.runs_on(cc[0] * 10 + cc[1]) and v.acc != "f16"]
+    weights = [4 if v.a in ("bf16", "f16") else 2 if v.a == "e4m3" else 1 for v in runnable]
+    v = rng.choices(runnable, weights)[0]
+    out = rng.choice(v.outs)
+    m, n, k = _size(rng, 4096), _size(rng, 8192), _size(rng, 8192)
+    if v.a in ("s4", "u4"):
+        k = -(-k // 2) * 2
+    family = rng.choice(["default", "default", "mma.sync"])
+    scales = rng.choice(["none", "tensor", "rows_cols"]) if v.a in variants.SCALED_TYPES and out != "s32" else "none"
+    return v, out, m, n, k, family, scales, rng.choice(["new", "out", "padded_out"]), rng.random() < 0.5
+
+
+@pytest.mark.parametrize("seed", range(120))
+def test_mm_random(seed):
+    v, out, m, n, k, family, scales, out_layout, with_bias = _mm_case(seed)
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[v.a], m, k, dev)
+    w, w64 = _rand(BY_NAME[v.b], n, k, dev)
+    ref, kw = a64 @ w64.t(), {}
+    if scales == "tensor":
+        kw = dict(scale_a=torch.rand(1, device=dev) + 0.5, scale_b=torch.rand(1, device=dev) * 0.01)
+    elif scales == "rows_cols":
+        kw = dict(scale_a=torch.rand(m, device=dev) + 0.5, scale_b=torch.rand(n, device=dev) * 0.01)
+    if kw:
+        ref = ref * kw["scale_a"].double().view(-1, 1) * kw["scale_b"].double().view(1, -1)
+    if with_bias and out != "s32":
+        kw["bias"] = torch.randn(n, device=dev)
+        ref = ref + kw["bias"].double()
+    dtype = OUT_DTYPES[out]
+    config = None if family == "default" else family
+    if out_layout == "new":
+        c = gn_mm.mm(a, w.t(), out_dtype=dtype, config=config, **kw)
+    else:
+        pad = 0 if out_layout == "out" else 3  # rows not 16-byte aligned: no TMA store
+        padded = _poison(m, n + pad, dtype, dev)
+        c = padded[:, :n]
+        gn_mm.mm(a, w.t(), out=c, config=config, **kw)
+        rest = padded[:, n:]
+        assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all(), "wrote past N"
+    path = "default" if family == "default" else "mma.sync"
+    _check(c, ref, out, extra_tol(v.a, path) + (2e-3 if kw and v.a.startswith("e") else 0.0))
+
+
+def _w4a16_case(seed: int):
+    rng = random.Random(10_000 + seed)
+    g = rng.choice([32, 64, 128, 128, "K"])
+    if g == "K":
+        k = rng.choice([8, 24, 200, 1000, 4104])
+    else:
+        k = g * max(1, _size(rng, 14336) // g)
+    n = 8 * max(1, _size(rng, 14336) // 8)
+    m = rng.choice([_size(rng, 16), _size(rng, 600)])
+    return (m, k, n, g, rng.random() < 0.5, rng.choice([torch.float16, torch.bfloat16]), rng.random() < 0.3,
+            rng.randrange(1 << 30))
+
+
+@pytest.mark.parametrize("seed", range(48))
+def test_w4a16_random(seed):
+    m, k, n, g, asym, dtype, with_bias, wseed = _w4a16_case(seed)
+    group = k if g == "K" else g
+    qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=wseed)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
+    out = gn_mm.w4a16_mm(a, w, bias=bias, out=torch.full((m, n), float("nan"), dtype=dtype, device="cuda"))
+    w4a16_check(out, a, qweight, scales, qzeros, group, bias=bias, rounds=ROUNDS and m > 1)
