@@ -32,7 +32,7 @@ def _size(rng: random.Random, hi: int) -> int:
 
 
 def _mm_case(seed: int):
-    """(variant, out, m, n, k, family, scales, out layout, bias) for one seed, among the variants this GPU runs;
+    """(variant, out, m, n, k, family, scales, layouts) for one seed, among the variants this GPU runs;
     16-bit and fp8 inputs drawn more often than the rest."""
     rng = random.Random(seed)
     cc = torch.cuda.get_device_capability()
@@ -45,36 +45,49 @@ def _mm_case(seed: int):
         k = -(-k // 2) * 2
     family = rng.choice(["default", "default", "mma.sync"])
     scales = rng.choice(["none", "tensor", "rows_cols"]) if v.a in variants.SCALED_TYPES and out != "s32" else "none"
-    return v, out, m, n, k, family, scales, rng.choice(["new", "out", "padded_out"]), rng.random() < 0.5
+    layout = dict(out=rng.choice(["new", "exact", "right_pad", "offset"]), a=rng.choice(["k", "k", "m"]),
+                  b=rng.choice(["k", "k", "n"]), shapes=rng.choice(["flat", "2d"]), bias=rng.random() < 0.5)
+    return v, out, m, n, k, family, scales, layout
 
 
 @pytest.mark.parametrize("seed", range(120))
 def test_mm_random(seed):
-    v, out, m, n, k, family, scales, out_layout, with_bias = _mm_case(seed)
+    """Layouts: a K-major (a view of padded storage) or M-major; b as w.t() or a contiguous [K, N]; out new, an exact
+    out=, or a view of a wider buffer (padding on the right, or also one column on the left: a misaligned start),
+    whose other columns must stay untouched; scales and bias flat or 2-D."""
+    v, out, m, n, k, family, scales, lay = _mm_case(seed)
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[v.a], m, k, dev)
     w, w64 = _rand(BY_NAME[v.b], n, k, dev)
+    b = w.t()
+    # Packed int4 comes as gn_mm.Int4Tensor, K-major only. K = 1 makes any [M, 1] K-contiguous, with rows one value
+    # apart: the documented LayoutError (README, Layouts), so the copied layouts need K > 1.
+    if v.a not in ("s4", "u4") and k > 1:
+        a = a.t().contiguous().t() if lay["a"] == "m" else a
+        b = w.t().contiguous() if lay["b"] == "n" else b
     ref, kw = a64 @ w64.t(), {}
+    two_d = lay["shapes"] == "2d"
     if scales == "tensor":
-        kw = dict(scale_a=torch.rand(1, device=dev) + 0.5, scale_b=torch.rand(1, device=dev) * 0.01)
+        kw = dict(scale_a=torch.rand((1,) if two_d else (), device=dev) + 0.5, scale_b=torch.rand(1, device=dev) * 0.01)
     elif scales == "rows_cols":
-        kw = dict(scale_a=torch.rand(m, device=dev) + 0.5, scale_b=torch.rand(n, device=dev) * 0.01)
+        kw = dict(scale_a=torch.rand((m, 1) if two_d else (m,), device=dev) + 0.5,
+                  scale_b=torch.rand((1, n) if two_d else (n,), device=dev) * 0.01)
     if kw:
-        ref = ref * kw["scale_a"].double().view(-1, 1) * kw["scale_b"].double().view(1, -1)
-    if with_bias and out != "s32":
-        kw["bias"] = torch.randn(n, device=dev)
-        ref = ref + kw["bias"].double()
+        ref = ref * kw["scale_a"].double().reshape(-1, 1) * kw["scale_b"].double().reshape(1, -1)
+    if lay["bias"] and out != "s32":
+        kw["bias"] = torch.randn((1, n) if two_d else (n,), device=dev)
+        ref = ref + kw["bias"].double().reshape(1, -1)
     dtype = OUT_DTYPES[out]
     config = None if family == "default" else family
-    if out_layout == "new":
-        c = gn_mm.mm(a, w.t(), out_dtype=dtype, config=config, **kw)
+    if lay["out"] == "new":
+        c = gn_mm.mm(a, b, out_dtype=dtype, config=config, **kw)
     else:
-        pad = 0 if out_layout == "out" else 3  # rows not 16-byte aligned: no TMA store
-        padded = _poison(m, n + pad, dtype, dev)
-        c = padded[:, :n]
-        gn_mm.mm(a, w.t(), out=c, config=config, **kw)
-        rest = padded[:, n:]
-        assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all(), "wrote past N"
+        left = 1 if lay["out"] == "offset" else 0
+        padded = _poison(m, n + left + (0 if lay["out"] == "exact" else 3), dtype, dev)
+        c = padded[:, left:left + n]
+        gn_mm.mm(a, b, out=c, config=config, **kw)
+        rest = torch.cat([padded[:, :left].flatten(), padded[:, left + n:].flatten()])
+        assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all(), "wrote outside out"
     path = "default" if family == "default" else "mma.sync"
     _check(c, ref, out, extra_tol(v.a, path) + (2e-3 if kw and v.a.startswith("e") else 0.0))
 
