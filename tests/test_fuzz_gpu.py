@@ -12,8 +12,11 @@ import pytest
 import torch
 
 import gn_mm
-from gn_mm import variant_table as variants, w4a16_decode
+from gn_mm import variant_table as variants
+from gn_mm.arch import Arch
+from gn_mm.config import sm80_candidates
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
+from gn_mm.sm90_config import SM90_CONFIGS, SPLIT_CLUSTERS, Sm90Config
 
 from test_mm_gpu import _check, _poison, _rand, extra_tol
 from test_w4a16_gpu import ROUNDS, check as w4a16_check, make_weight
@@ -44,10 +47,26 @@ def _mm_case(seed: int):
     if v.a in ("s4", "u4"):
         k = -(-k // 2) * 2
     family = rng.choice(["default", "default", "mma.sync"])
+    if rng.random() < 0.4:  # an explicit config of that family, and sometimes a split count
+        family, splits = _explicit_config(rng, v, k, cc), None
+        if not (isinstance(family, Sm90Config) and family.cluster_k > 1):
+            splits = rng.choice([None, 1, 2, 3, 7])
+    else:
+        splits = None
     scales = rng.choice(["none", "tensor", "rows_cols"]) if v.a in variants.SCALED_TYPES and out != "s32" else "none"
     layout = dict(out=rng.choice(["new", "exact", "right_pad", "offset"]), a=rng.choice(["k", "k", "m"]),
                   b=rng.choice(["k", "k", "n"]), shapes=rng.choice(["flat", "2d"]), bias=rng.random() < 0.5)
-    return v, out, m, n, k, family, scales, layout
+    return v, out, m, n, k, family, splits, scales, layout
+
+
+def _explicit_config(rng: random.Random, v, k: int, cc: tuple):
+    """A config gn_mm.mm accepts for this variant and K: any mma.sync config that fits the GPU and the accumulator's
+    registers, or on sm_90 any wgmma config (a split inside a cluster needs a K step per CTA)."""
+    arch = Arch.of_device(torch.cuda.current_device())
+    if cc == (9, 0) and rng.random() < 0.6:
+        k_tiles = -(-k * max(BY_NAME[v.a].bits, 8) // 8 // 128)  # int4 runs unpacked to int8 on Hopper
+        return rng.choice([c for c in SM90_CONFIGS + SPLIT_CLUSTERS if c.cluster_k <= k_tiles])
+    return rng.choice(sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc=v.acc))
 
 
 @pytest.mark.parametrize("seed", range(120))
@@ -55,7 +74,7 @@ def test_mm_random(seed):
     """Layouts: a K-major (a view of padded storage) or M-major; b as w.t() or a contiguous [K, N]; out new, an exact
     out=, or a view of a wider buffer (padding on the right, or also one column on the left: a misaligned start),
     whose other columns must stay untouched; scales and bias flat or 2-D."""
-    v, out, m, n, k, family, scales, lay = _mm_case(seed)
+    v, out, m, n, k, family, splits, scales, lay = _mm_case(seed)
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[v.a], m, k, dev)
     w, w64 = _rand(BY_NAME[v.b], n, k, dev)
@@ -79,6 +98,7 @@ def test_mm_random(seed):
         ref = ref + kw["bias"].double().reshape(1, -1)
     dtype = OUT_DTYPES[out]
     config = None if family == "default" else family
+    kw["splits"] = splits
     if lay["out"] == "new":
         c = gn_mm.mm(a, b, out_dtype=dtype, config=config, **kw)
     else:
@@ -88,8 +108,9 @@ def test_mm_random(seed):
         gn_mm.mm(a, b, out=c, config=config, **kw)
         rest = torch.cat([padded[:, :left].flatten(), padded[:, left + n:].flatten()])
         assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all(), "wrote outside out"
-    path = "default" if family == "default" else "mma.sync"
-    _check(c, ref, out, extra_tol(v.a, path) + (2e-3 if kw and v.a.startswith("e") else 0.0))
+    path = "default" if family == "default" or isinstance(family, Sm90Config) else "mma.sync"
+    scaled = kw.get("scale_a") is not None or "bias" in kw
+    _check(c, ref, out, extra_tol(v.a, path) + (2e-3 if scaled and v.a.startswith("e") else 0.0))
 
 
 def _w4a16_case(seed: int):
@@ -101,17 +122,26 @@ def _w4a16_case(seed: int):
         k = g * max(1, _size(rng, 14336) // g)
     n = 8 * max(1, _size(rng, 14336) // 8)
     m = rng.choice([_size(rng, 16), _size(rng, 600)])
-    return (m, k, n, g, rng.random() < 0.5, rng.choice([torch.float16, torch.bfloat16]), rng.random() < 0.3,
-            rng.randrange(1 << 30))
+    k_stages = -(-k // 64)
+    splits = rng.randint(1, min(8, k_stages)) if rng.random() < 0.2 else None
+    return dict(m=m, k=k, n=n, g=g, asym=rng.random() < 0.5, dtype=rng.choice([torch.float16, torch.bfloat16]),
+                bias=rng.random() < 0.3, wseed=rng.randrange(1 << 30), splits=splits,
+                a=rng.choice(["contiguous", "contiguous", "padded_rows", "offset"]), out=rng.choice(["new", "out"]))
 
 
 @pytest.mark.parametrize("seed", range(48))
 def test_w4a16_random(seed):
-    m, k, n, g, asym, dtype, with_bias, wseed = _w4a16_case(seed)
-    group = k if g == "K" else g
-    qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=wseed)
-    a = torch.randn(m, k, device="cuda").to(dtype)
-    bias = torch.randn(n, device="cuda").to(dtype) if with_bias else None
+    """Activations contiguous, rows of a wider buffer, or starting off a 16-byte boundary (copied); a new or given
+    output; sometimes a forced split count."""
+    c = _w4a16_case(seed)
+    m, k, n, dtype = c["m"], c["k"], c["n"], c["dtype"]
+    group = k if c["g"] == "K" else c["g"]
+    qweight, scales, qzeros = make_weight(k, n, group, c["asym"], dtype, seed=c["wseed"])
+    wide = torch.randn(m, k + 16, device="cuda").to(dtype)
+    a = {"contiguous": wide[:, :k].contiguous(), "padded_rows": wide[:, :k], "offset": wide[:, 3:k + 3]}[c["a"]]
+    bias = torch.randn(n, device="cuda").to(dtype) if c["bias"] else None
     w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
-    out = gn_mm.w4a16_mm(a, w, bias=bias, out=torch.full((m, n), float("nan"), dtype=dtype, device="cuda"))
+    given = torch.full((m, n), float("nan"), dtype=dtype, device="cuda") if c["out"] == "out" else None
+    out = gn_mm.w4a16_mm(a, w, bias=bias, splits=c["splits"], out=given)
+    assert given is None or out.data_ptr() == given.data_ptr()
     w4a16_check(out, a, qweight, scales, qzeros, group, bias=bias, rounds=ROUNDS and m > 1)
