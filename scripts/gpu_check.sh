@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [bench] [bench_mma] [sol] [sol_quick] [sanitize] [tune] [sanity] [w4a16]
+#   bash scripts/gpu_check.sh [tests] [bench] [bench_mma] [sol] [sol_quick] [sanitize] [sanitize_fuzz] [tune] [sanity]
+#   [w4a16]
 #   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,9 @@ for step in $steps; do
         compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py $([ $tool = racecheck ] && echo --racecheck) 2>&1 \
           | tee "$OUT/sanitize_$tool.log" | tail -4 || status=1
       done ;;
+    sanitize_fuzz)  # memcheck over the fuzz tier's random problems that are small enough (about 4 minutes)
+      compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_fuzz.py 240 2>&1 \
+        | tee "$OUT/sanitize_memcheck_fuzz.log" | tail -4 || status=1 ;;
     sol)
       python3 -m gn_mm sol --out "$OUT/sol" 2>&1 | tail -30 || status=1 ;;
     sol_quick)
