@@ -39,8 +39,8 @@ def _mm_case(seed: int):
     accumulation this GPU runs (f16 accumulation needs its own reference: test_mm_gpu), 16-bit and fp8 inputs drawn
     more often than the rest."""
     rng = random.Random(seed)
-    cc = torch.cuda.get_device_capability()
-    runnable = [v for v in variants.MMA_SYNC if v.runs_on(cc[0] * 10 + cc[1]) and v.acc != "f16"]
+    arch = Arch.of_device(torch.cuda.current_device())
+    runnable = [v for v in variants.MMA_SYNC if v.runs_on(arch.cc) and v.acc != "f16"]
     weights = [4 if v.a in ("bf16", "f16") else 2 if v.a == "e4m3" else 1 for v in runnable]
     v = rng.choices(runnable, weights)[0]
     out = rng.choice(v.outs)
@@ -48,8 +48,8 @@ def _mm_case(seed: int):
     if v.a in ("s4", "u4"):
         k = -(-k // 2) * 2
     family = rng.choice(["default", "default", "mma.sync"])
-    if rng.random() < 0.4:  # an explicit config of that family, and sometimes a split count
-        family, splits = _explicit_config(rng, v, k, cc), None
+    if rng.random() < 0.4:  # an explicit config (of either family), and sometimes a split count
+        family, splits = _explicit_config(rng, v, k, arch), None
         if not (isinstance(family, Sm90Config) and family.cluster_k > 1):
             splits = rng.choice([None, 1, 2, 3, 7])
     else:
@@ -60,11 +60,10 @@ def _mm_case(seed: int):
     return v, out, m, n, k, family, splits, scales, layout
 
 
-def _explicit_config(rng: random.Random, v, k: int, cc: tuple):
+def _explicit_config(rng: random.Random, v, k: int, arch: Arch):
     """A config gn_mm.mm accepts for this variant and K: any mma.sync config that fits the GPU and the accumulator's
     registers, or on sm_90 any wgmma config (a split inside a cluster needs a K step per CTA)."""
-    arch = Arch.of_device(torch.cuda.current_device())
-    if cc == (9, 0) and rng.random() < 0.6:
+    if arch.cc == 90 and rng.random() < 0.6:
         k_tiles = -(-k * max(BY_NAME[v.a].bits, 8) // 8 // 128)  # int4 runs unpacked to int8 on Hopper
         return rng.choice([c for c in SM90_CONFIGS + SPLIT_CLUSTERS if c.cluster_k <= k_tiles])
     return rng.choice(sm80_candidates(arch, emulated=arch.cc in v.emulated_on, acc=v.acc))
