@@ -49,18 +49,25 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     """
     # Fast path: a call whose metadata (dtypes, shapes, strides, devices, options) was validated before and
     # needs no copies reuses that work; only what can change between such calls (pointer alignment, the
-    # current device) is checked again. Scales and bias qualify when they are already what the kernel reads
-    # (contiguous fp32). It is what decode-sized calls spend their time on.
+    # current device) is checked again, and a call that repeats an earlier call's pointers replays its packed
+    # launches (_FastCall.run). Scales and bias qualify when they are already what the kernel reads (contiguous
+    # fp32). It is what decode-sized calls spend their time on: 28 -> 11 us per call on the H100 machine's host,
+    # where torch.matmul takes 14-15 (benchmarks/NOTES.md, sm90 34).
     key = None
-    if out is None and type(a) is torch.Tensor and type(b) is torch.Tensor and _as_is(scale_a) and _as_is(scale_b) \
-            and _as_is(bias):
+    if out is None and type(a) is torch.Tensor and type(b) is torch.Tensor:
         key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, b.device, acc_dtype, out_dtype,
-               config, splits, _meta(scale_a), _meta(scale_b), _meta(bias))
+               config, splits)
+        if scale_a is not None or scale_b is not None or bias is not None:
+            key = key + (_meta(scale_a), _meta(scale_b), _meta(bias)) if _as_is(scale_a) and _as_is(scale_b) and \
+                _as_is(bias) else None
+    if key is not None:
         fast = _fast_calls.get(key)
-        if fast is not None and not (a.data_ptr() | b.data_ptr()) % 16 and fast.device_index == runtime.current_device():
-            c = torch.empty(fast.shape, dtype=fast.dtype, device=a.device)
-            fast.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, **fast.args)
-            return c
+        if fast is not None:
+            pa, pb = a.data_ptr(), b.data_ptr()
+            if not (pa | pb) % 16 and fast.device_index == runtime.current_device():
+                c = torch.empty_strided(fast.shape, fast.strides, dtype=fast.dtype, device=a.device)
+                fast.run(a, b, c, pa, pb, scale_a, scale_b, bias)
+                return c
     ea, eb = _elem(a, "a"), _elem(b, "b")
     _check_2d(a, "a")
     _check_2d(b, "b")
@@ -104,8 +111,9 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     if key is not None and a_store is a and b_store is b:  # validated and nothing copied: remember it
         if len(_fast_calls) >= 4096:
             _fast_calls.clear()
-        _fast_calls[key] = _FastCall(plan, (m, n), c.dtype, gpu.index,
-                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb))
+        _fast_calls[key] = _FastCall(plan, (m, n), (n, 1), c.dtype, gpu.index,
+                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb),
+                                     {} if plan.splits == 1 else None)
     if gpu.index == runtime.current_device():
         plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
@@ -118,9 +126,39 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
 class _FastCall:
     plan: object
     shape: tuple
+    strides: tuple
     dtype: torch.dtype
     device_index: int
     args: dict
+    # The plan's launches recorded per call pointers (runtime.Launch): a call that repeats a previous call's
+    # pointers replays them. None: the plan allocates a workspace per call (split-K), so it always launches.
+    launches: dict | None
+
+    def run(self, a, b, c, pa: int, pb: int, scale_a, scale_b, bias) -> None:
+        if self.launches is None:
+            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, **self.args)
+            return
+        ptrs = (pa, pb, c.data_ptr()) if scale_a is None and scale_b is None and bias is None else \
+            (pa, pb, c.data_ptr(), _ptr(scale_a), _ptr(scale_b), _ptr(bias))
+        launches = self.launches.get(ptrs)
+        if launches is None:
+            record = []
+            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, record=record, **self.args)
+            if len(self.launches) >= _LAUNCHES_KEPT:
+                self.launches.clear()
+            launches = self.launches[ptrs] = tuple(record)
+        stream = runtime.current_stream(self.device_index)
+        for launch in launches:
+            launch.fire(stream)
+
+
+# Recorded launches kept per call signature: a model's layers of one shape share a signature (e.g. 32 weights)
+# and its activations and outputs cycle through a few allocator blocks. ~1 KB each.
+_LAUNCHES_KEPT = 256
+
+
+def _ptr(x) -> int:
+    return 0 if x is None else x.data_ptr()
 
 
 _fast_calls: dict = {}  # call metadata -> _FastCall (see mm); cleared with the plans

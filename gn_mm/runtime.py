@@ -136,10 +136,11 @@ current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.curren
 _param_blocks = threading.local()  # per thread: kinds -> _Params (a reusable parameter block)
 
 
-def current_stream() -> int:
+def current_stream(device_index: int | None = None) -> int:
+    """The current torch stream of a device (default: the current one) as a CUstream."""
     if _raw_stream is not None:
-        return _raw_stream(current_device())
-    return torch.cuda.current_stream().cuda_stream
+        return _raw_stream(current_device() if device_index is None else device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 def _driver():
@@ -196,27 +197,36 @@ class _Params:
         self.pointers = (ctypes.c_void_p * len(kinds))(*[base + o for o in offsets])
         self.tensors = tuple(i for i, k in enumerate(kinds) if k == TENSOR)
 
+    def fill(self, args: list) -> "_Params":
+        """Pack `args` (tensors become their data_ptr(); `args` is modified)."""
+        for i in self.tensors:
+            if type(args[i]) is not int:
+                args[i] = args[i].data_ptr()
+        self.packer.pack_into(self.buffer, 0, *args)
+        return self
+
 
 def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, kinds: tuple | None = None,
-           dependent: bool = False) -> None:
+           dependent: bool = False, record: list | None = None) -> None:
     """Launch a loaded kernel on the current torch stream (CUDA-graph capturable). Pointer arguments are
     tensors or their data_ptr() ints, ints pass as 32-bit ints, TMA descriptors (bytes) by value (128 bytes).
     This is the hot path of every small matmul: the parameter block is built once per signature (per thread)
     and refilled in place. `kinds`: signature(args), when the caller already knows it (then `args` may be
     modified). `dependent`: programmatic dependent launch (the kernel may start while the previous kernel in
     the stream finishes; only for kernels that execute griddepcontrol.wait before touching any memory that
-    kernel may write)."""
+    kernel may write). `record`: append the launch, packed into a block of its own, as a `Launch` instead of
+    sending it (see Launch)."""
     if kinds is None:
         kinds = signature(args)
         args = list(args)
+    if record is not None:
+        record.append(Launch(handle, grid, block, shared_mem, _Params(kinds).fill(args), dependent))
+        return
     blocks = _param_blocks.__dict__
     params = blocks.get(kinds)
     if params is None:
         params = blocks[kinds] = _Params(kinds)
-    for i in params.tensors:
-        if type(args[i]) is not int:
-            args[i] = args[i].data_ptr()
-    params.packer.pack_into(params.buffer, 0, *args)
+    params.fill(args)
     if dependent:
         config = blocks.get("config")
         if config is None:
@@ -233,6 +243,33 @@ def launch(handle, grid: tuple, block: tuple, args: list, shared_mem: int = 0, k
                                        shared_mem, current_stream(), params.pointers, None)
     if err:
         raise RuntimeError(f"cuLaunchKernel{'Ex' if dependent else ''} failed with CUDA error {err}")
+
+
+class Launch:
+    """One kernel launch with its arguments packed, sent by fire() to the current stream: a call that repeats a
+    previous one's pointers replays it instead of building the arguments again (gn_mm.mm's fast path: tensor
+    maps, epilogue flags and packing cost ~12 us of host time per call on a slow host, the driver call ~4 us;
+    benchmarks/NOTES.md, sm90 34). Only for launches whose every pointer is the caller's (no per-call workspace).
+    """
+
+    __slots__ = ("cfg", "cfg_ref", "attr", "func", "dims", "params", "dependent", "driver")
+
+    def __init__(self, handle, grid: tuple, block: tuple, shared_mem: int, params: "_Params", dependent: bool):
+        self.attr = _LaunchAttribute(PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1)
+        self.cfg = _LaunchConfig(grid, block, shared_mem, None, ctypes.pointer(self.attr), 1)
+        self.cfg_ref, self.func, self.params, self.dependent = ctypes.byref(self.cfg), handle.func, params, dependent
+        self.dims = (*grid, *block, shared_mem)
+        self.driver = _driver()
+
+    def fire(self, stream: int) -> None:
+        """Send the launch to `stream` (a CUstream, e.g. current_stream()) of the device it was recorded on."""
+        if self.dependent:
+            self.cfg.stream = stream
+            err = self.driver.cuLaunchKernelEx(self.cfg_ref, self.func, self.params.pointers, None)
+        else:
+            err = self.driver.cuLaunchKernel(self.func, *self.dims, stream, self.params.pointers, None)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel{'Ex' if self.dependent else ''} failed with CUDA error {err}")
 
 
 def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:

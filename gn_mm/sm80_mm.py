@@ -100,9 +100,10 @@ def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int) -> None
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
            lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None = None,
-           scale_b: torch.Tensor | None = None, bias: torch.Tensor | None = None) -> None:
+           scale_b: torch.Tensor | None = None, bias: torch.Tensor | None = None, record: list | None = None) -> None:
     """a: A's storage, b: B's [N, K] storage (K-major), c: the [M, N] output (rows contiguous).
-    With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace, then reduced."""
+    With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace, then reduced.
+    `record`: see runtime.launch (splits 1 only)."""
     cfg, splits = plan.config, plan.splits
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
@@ -114,6 +115,6 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
         map_b = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b", box_bytes=bk, swizzle=bk)
     runtime.launch(plan.main, (tiles, splits, 1), (cfg.threads, 1, 1),
                    [map_a, map_b, a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
-                   plan.smem, KINDS)
+                   plan.smem, KINDS, record=record)
     if splits > 1:
         reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)

@@ -53,9 +53,9 @@ class Plan:
         return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
-               lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None) -> None:
+               lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None, record=None) -> None:
         """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output. Split-K:
-        raw sums to a [splits, M, N] workspace, then mm_reduce."""
+        raw sums to a [splits, M, N] workspace, then mm_reduce. `record`: see runtime.launch (splits 1 only)."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
@@ -75,6 +75,6 @@ class Plan:
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
                         self.splits, *flags, PREFETCH],
-                       cfg.smem_bytes, KINDS, dependent=True)
+                       cfg.smem_bytes, KINDS, dependent=True, record=record)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)

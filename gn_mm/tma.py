@@ -40,7 +40,7 @@ def _encoder():
 
 
 _maps: dict = {}
-_MAPS_KEPT = 256  # a map is 128 bytes: keep the weights' and recent activations' maps of a model
+_MAPS_KEPT = 4096  # a map is 128 bytes: room for every weight of a model (32 layers x 7 linears = 224) and its activations
 
 
 def rows_map(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: int, name: str = "operand",

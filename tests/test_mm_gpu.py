@@ -341,6 +341,41 @@ def test_fast_path_rechecks_what_can_change():
         _check(c, ref * sa.double()[:, None] * sb.double()[None, :], "f32", extra_tol("e4m3", "default"))
 
 
+def test_replayed_launches_follow_the_data(monkeypatch):
+    """A call that repeats a previous call's pointers replays its recorded launches (runtime.Launch): new values
+    at those pointers, scales included, are read; other pointers get their own records; the record table's cap
+    and a side stream change nothing; split-K plans (a workspace per call) never record."""
+    dev = torch.device("cuda")
+    monkeypatch.setattr(api, "_LAUNCHES_KEPT", 3)
+    a = torch.randn(16, 256, device=dev, dtype=torch.bfloat16)
+    ws = [torch.randn(96, 256, device=dev, dtype=torch.bfloat16) for _ in range(5)]
+    for step in range(3):
+        a.copy_(torch.randn_like(a))
+        for w in ws:  # 5 weights against a cap of 3 records: the table refills
+            _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
+    (fast,) = api._fast_calls.values()
+    assert fast.launches and all(len(v) == 1 for v in fast.launches.values())
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        c = gn_mm.mm(a, ws[-1].t())
+    torch.cuda.current_stream().wait_stream(side)
+    _check(c, a.double() @ ws[-1].double().t(), "bf16")
+    a8, w8 = a.to(torch.float8_e4m3fn), ws[0].to(torch.float8_e4m3fn)
+    sa, sb = torch.empty(16, device=dev), torch.empty(96, device=dev)
+    for step in range(3):  # same scale pointers, new values
+        sa.copy_(torch.rand(16, device=dev) + step)
+        sb.copy_(torch.rand(96, device=dev))
+        c = gn_mm.mm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
+        ref = (a8.double() @ w8.double().t()) * sa.double()[:, None] * sb.double()[None, :]
+        _check(c, ref, "f32", extra_tol("e4m3", "default"))
+    api._fast_calls.clear()
+    for _ in range(2):
+        _check(gn_mm.mm(a, ws[0].t(), splits=2), a.double() @ ws[0].double().t(), "bf16")
+    (fast,) = api._fast_calls.values()
+    assert fast.plan.splits == 2 and fast.launches is None
+
+
 def test_cuda_graph_capture():
     dev = torch.device("cuda")
     a = torch.randn(64, 128, device=dev, dtype=torch.bfloat16)
