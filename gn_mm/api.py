@@ -112,8 +112,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
         if len(_fast_calls) >= 4096:
             _fast_calls.clear()
         _fast_calls[key] = _FastCall(plan, (m, n), (n, 1), c.dtype, gpu.index,
-                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb),
-                                     {} if plan.splits == 1 else None)
+                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb), runtime.Replays())
     if gpu.index == runtime.current_device():
         plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
@@ -130,31 +129,19 @@ class _FastCall:
     dtype: torch.dtype
     device_index: int
     args: dict
-    # The plan's launches recorded per call pointers (runtime.Launch): a call that repeats a previous call's
-    # pointers replays them. None: the plan allocates a workspace per call (split-K), so it always launches.
-    launches: dict | None
+    replays: runtime.Replays  # the plan's launches by call pointers (a split-K workspace's included)
 
     def run(self, a, b, c, pa: int, pb: int, scale_a, scale_b, bias) -> None:
-        if self.launches is None:
-            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, **self.args)
-            return
-        ptrs = (pa, pb, c.data_ptr()) if scale_a is None and scale_b is None and bias is None else \
-            (pa, pb, c.data_ptr(), _ptr(scale_a), _ptr(scale_b), _ptr(bias))
-        launches = self.launches.get(ptrs)
-        if launches is None:
+        ws = self.plan.workspace(c) if self.plan.splits > 1 else None
+        ptrs = (pa, pb, c.data_ptr()) if ws is None else (pa, pb, c.data_ptr(), ws.data_ptr())
+        if scale_a is not None or scale_b is not None or bias is not None:
+            ptrs += (_ptr(scale_a), _ptr(scale_b), _ptr(bias))
+        if not self.replays.fire(ptrs, self.device_index):
             record = []
-            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, record=record, **self.args)
-            if len(self.launches) >= _LAUNCHES_KEPT:
-                self.launches.clear()
-            launches = self.launches[ptrs] = tuple(record)
-        stream = runtime.current_stream(self.device_index)
-        for launch in launches:
-            launch.fire(stream)
-
-
-# Recorded launches kept per call signature: a model's layers of one shape share a signature (e.g. 32 weights)
-# and its activations and outputs cycle through a few allocator blocks. ~1 KB each.
-_LAUNCHES_KEPT = 256
+            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, workspace=ws, record=record,
+                             **self.args)
+            self.replays.keep(ptrs, record)
+            self.replays.fire(ptrs, self.device_index)
 
 
 def _ptr(x) -> int:

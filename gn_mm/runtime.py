@@ -249,8 +249,7 @@ class Launch:
     """One kernel launch with its arguments packed, sent by fire() to the current stream: a call that repeats a
     previous one's pointers replays it instead of building the arguments again (gn_mm.mm's fast path: tensor
     maps, epilogue flags and packing cost ~12 us of host time per call on a slow host, the driver call ~4 us;
-    benchmarks/NOTES.md, sm90 34). Only for launches whose every pointer is the caller's (no per-call workspace).
-    """
+    benchmarks/NOTES.md, sm90 34). See Replays for what the key of a recorded launch must hold."""
 
     __slots__ = ("cfg", "cfg_ref", "attr", "func", "dims", "params", "dependent", "driver")
 
@@ -270,6 +269,35 @@ class Launch:
             err = self.driver.cuLaunchKernel(self.func, *self.dims, stream, self.params.pointers, None)
         if err:
             raise RuntimeError(f"cuLaunchKernel{'Ex' if self.dependent else ''} failed with CUDA error {err}")
+
+
+class Replays:
+    """The recorded launches (Launch) of one call signature, by the call's pointers: what the public functions'
+    fast paths replay when a call repeats an earlier call's pointers (a serving loop's weights, and activation,
+    output and workspace buffers that torch's allocator hands back). Every pointer a launch reads must be in the
+    key, including per-call workspaces (allocated per call like the output, so stream-ordered) and per-stream
+    ones (split_k.tickets)."""
+
+    __slots__ = ("table",)
+    KEPT = 256  # per signature: a model's layers of one shape share it (e.g. 32 weights); ~1 KB each
+
+    def __init__(self):
+        self.table = {}
+
+    def fire(self, ptrs: tuple, device_index: int) -> bool:
+        """Send the launches recorded for `ptrs` to the device's current stream; False when there are none."""
+        launches = self.table.get(ptrs)
+        if launches is None:
+            return False
+        stream = current_stream(device_index)
+        for launch in launches:
+            launch.fire(stream)
+        return True
+
+    def keep(self, ptrs: tuple, launches: list) -> None:
+        if len(self.table) >= self.KEPT:
+            self.table.clear()
+        self.table[ptrs] = tuple(launches)
 
 
 def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:

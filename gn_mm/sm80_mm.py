@@ -70,6 +70,10 @@ class Plan:
     def launch(self, a, b, c, **kw) -> None:
         launch(self, a, b, c, **kw)
 
+    def workspace(self, c: torch.Tensor) -> torch.Tensor | None:
+        """One call's split-K workspace (None without K splits)."""
+        return partials(self.acc, self.splits, c.shape[0], c.shape[1], c) if self.splits > 1 else None
+
 
 def epilogue_args(c: torch.Tensor, scale_a, scale_b, bias) -> tuple[list, list]:
     """([scale_a, scale_b, bias] pointers, [their modes / flag]) as every matmul kernel takes them. An absent
@@ -91,23 +95,24 @@ def partials(acc: str, splits: int, m: int, n: int, c: torch.Tensor) -> torch.Te
     return torch.empty((splits, m, n), dtype=torch.int32 if acc == "s32" else torch.float32, device=c.device)
 
 
-def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int) -> None:
+def reduce(kernel, partial, c, ptrs, flags, m: int, n: int, splits: int, record: list | None = None) -> None:
     """mm_reduce: sum the partials in split order and run the epilogue into c."""
     pairs = m * -(-n // 2)
     runtime.launch(kernel, (-(-pairs // 256), 1, 1), (256, 1, 1), [partial, c, *ptrs, m, n, c.stride(0), splits, *flags],
-                   0, REDUCE_KINDS)
+                   0, REDUCE_KINDS, record=record)
 
 
 def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
            lda_bytes: int, ldb_bytes: int, scale_a: torch.Tensor | None = None,
-           scale_b: torch.Tensor | None = None, bias: torch.Tensor | None = None, record: list | None = None) -> None:
+           scale_b: torch.Tensor | None = None, bias: torch.Tensor | None = None, workspace=None,
+           record: list | None = None) -> None:
     """a: A's storage, b: B's [N, K] storage (K-major), c: the [M, N] output (rows contiguous).
-    With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace, then reduced.
-    `record`: see runtime.launch (splits 1 only)."""
+    With plan.splits > 1, K is split across CTAs into a [splits, M, N] fp32/int32 workspace (`workspace`, or
+    allocated here), then reduced. `record`: see runtime.launch."""
     cfg, splits = plan.config, plan.splits
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
-    partial = partials(plan.acc, splits, m, n, c)
+    partial = workspace if workspace is not None else partials(plan.acc, splits, m, n, c)
     map_a = map_b = NO_MAP
     if plan.tma:
         bk = cfg.block_k_bytes
@@ -117,4 +122,4 @@ def launch(plan: Plan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: 
                    [map_a, map_b, a, b, c, *ptrs, partial, m, n, k_bytes, lda_bytes, ldb_bytes, c.stride(0), *flags],
                    plan.smem, KINDS, record=record)
     if splits > 1:
-        reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits)
+        reduce(plan.reduce, partial, c, ptrs, flags, m, n, splits, record)

@@ -138,17 +138,22 @@ class Plan:
         tiles = -(-m // config.block_m) * -(-n // config.block_n)
         return cls(config, splits, tiles, s.smem_bytes, main)
 
-    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
-        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None."""
+    def workspace(self, a: torch.Tensor) -> tuple | None:
+        """One call's split-K workspace and the stream's tile tickets (None without K splits)."""
+        if self.splits == 1:
+            return None
+        cfg = self.config
+        return (torch.empty(self.tiles * self.splits * cfg.block_m * cfg.block_n, dtype=torch.float32,
+                            device=a.device), tickets(a.device, self.tiles))
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None, workspace=None,
+               record=None) -> None:
+        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None.
+        workspace: `workspace(a)` (else allocated here); record: see runtime.launch."""
         cfg, m = self.config, a.shape[0]
-        if self.splits > 1:
-            ws = torch.empty(self.tiles * self.splits * cfg.block_m * cfg.block_n, dtype=torch.float32,
-                             device=a.device)
-            tk = tickets(a.device, self.tiles)
-        else:
-            ws = tk = c  # unused
+        ws, tk = workspace or self.workspace(a) or (c, c)  # (c, c): unused
         runtime.launch(self.main, (self.tiles, self.splits, 1), (cfg.threads, 1, 1),
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
                         bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0) * 2,
                         w.packed.shape[0], w.groups, zero_bits(w), int(bias is not None)],
-                       self.smem_bytes, KINDS)
+                       self.smem_bytes, KINDS, record=record)

@@ -53,9 +53,11 @@ class Plan:
         return cls(config, min(units, resident) * cl, splits, variant.acc, main, reduce_kernel)
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
-               lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None, record=None) -> None:
+               lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None, workspace=None,
+               record=None) -> None:
         """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output. Split-K:
-        raw sums to a [splits, M, N] workspace, then mm_reduce. `record`: see runtime.launch (splits 1 only)."""
+        raw sums to a [splits, M, N] workspace (`workspace`, or allocated here), then mm_reduce. `record`: see
+        runtime.launch."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
@@ -64,7 +66,7 @@ class Plan:
         else:  # each CTA of a cluster multicasts part of B: full boxes only (the kernel ignores map_bt)
             map_b = map_bt = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
         ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
-        partial = partials(self.acc, self.splits, m, n, c)
+        partial = workspace if workspace is not None else partials(self.acc, self.splits, m, n, c)
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride, rows of
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
         # padding, found by tests/test_fuzz_gpu.py) and the tile is whole 128-byte chunks wide.
@@ -77,4 +79,8 @@ class Plan:
                         self.splits, *flags, PREFETCH],
                        cfg.smem_bytes, KINDS, dependent=True, record=record)
         if self.splits > 1:
-            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits)
+            reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, record)
+
+    def workspace(self, c: torch.Tensor) -> torch.Tensor | None:
+        """One call's split-K workspace (None without K splits)."""
+        return partials(self.acc, self.splits, c.shape[0], c.shape[1], c) if self.splits > 1 else None

@@ -242,9 +242,18 @@ class Plan:
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         return cls(config, grid, stream, parts, tiles, s.smem_bytes, main)
 
-    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
+    def workspace(self, a: torch.Tensor) -> tuple | None:
+        """One call's stream-K / split workspace and the stream's tile tickets (None for whole tiles)."""
+        if self.max_parts == 1:
+            return None
+        cfg = self.config
+        return (torch.empty(self.tiles * self.max_parts * cfg.block_m * cfg.block_n, dtype=torch.float32,
+                            device=a.device), tickets(a.device, self.tiles * cfg.consumers))
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None, workspace=None,
+               record=None) -> None:
         """a: [M, K] with 16-byte aligned rows and start, c: [M, N] contiguous and 16-byte aligned, bias: [N]
-        contiguous or None."""
+        contiguous or None. workspace: `workspace(a)` (else allocated here); record: see runtime.launch."""
         cfg, m = self.config, a.shape[0]
         strips, groups = w.packed.shape[1], w.scales.shape[1]
         gps = 2 if kernel_group_size(w) == 32 else 1
@@ -255,14 +264,9 @@ class Plan:
             w.zeros.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "zeros", box_bytes=32 * gps,
             swizzle=0)
         map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, min(cfg.block_m, 64), "out")
-        if self.max_parts > 1:
-            ws = torch.empty(self.tiles * self.max_parts * cfg.block_m * cfg.block_n, dtype=torch.float32,
-                             device=a.device)
-            tk = tickets(a.device, self.tiles * cfg.consumers)
-        else:
-            ws = tk = c  # unused
+        ws, tk = workspace or self.workspace(a) or (c, c)  # (c, c): unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_at, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,
                         w.packed.shape[0] // cfg.k_sub, strips, int(self.stream), self.max_parts, zero_bits(w),
                         int(bias is not None), cfg.prefetch or cfg.stages],
-                       self.smem_bytes, KINDS, dependent=True)
+                       self.smem_bytes, KINDS, dependent=True, record=record)

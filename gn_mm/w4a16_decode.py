@@ -191,16 +191,21 @@ class Plan:
         return cls(config, -(-k_stages // per), per, -(-strips // config.strips),
                    config.smem_bytes(m, per, group_size, has_zeros), arch.cc >= 90, main)
 
-    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None) -> None:
-        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None."""
+    def workspace(self, a: torch.Tensor) -> tuple | None:
+        """One call's K-split workspace and the stream's tickets (None without K splits)."""
+        if self.splits == 1:
+            return None
+        return (torch.empty(self.blocks * self.splits * a.shape[0] * 16 * self.config.strips, dtype=torch.float32,
+                            device=a.device), tickets(a.device, self.blocks))
+
+    def launch(self, a: torch.Tensor, w: W4A16Weight, c: torch.Tensor, bias: torch.Tensor | None, workspace=None,
+               record=None) -> None:
+        """a: [M, K] with 16-byte aligned rows, c: [M, N] contiguous, bias: [N] contiguous or None.
+        workspace: `workspace(a)` (else allocated here); record: see runtime.launch."""
         cfg, m = self.config, a.shape[0]
-        if self.splits > 1:
-            ws = torch.empty(self.blocks * self.splits * m * 16 * cfg.strips, dtype=torch.float32, device=a.device)
-            tk = tickets(a.device, self.blocks)
-        else:
-            ws = tk = c  # unused
+        ws, tk = workspace or self.workspace(a) or (c, c)  # (c, c): unused
         runtime.launch(self.main, (self.blocks, self.splits, 1), (cfg.threads, 1, 1),
                        [a, w.packed, w.scales, w.zeros if w.zeros is not None else w.scales,
                         bias if bias is not None else c, c, ws, tk, m, w.n, w.k, a.stride(0), w.packed.shape[0],
                         w.packed.shape[1], w.groups, self.split_stages, zero_bits(w), int(bias is not None)],
-                       self.smem_bytes, KINDS, dependent=self.dependent)
+                       self.smem_bytes, KINDS, dependent=self.dependent, record=record)

@@ -344,9 +344,9 @@ def test_fast_path_rechecks_what_can_change():
 def test_replayed_launches_follow_the_data(monkeypatch):
     """A call that repeats a previous call's pointers replays its recorded launches (runtime.Launch): new values
     at those pointers, scales included, are read; other pointers get their own records; the record table's cap
-    and a side stream change nothing; split-K plans (a workspace per call) never record."""
+    and a side stream change nothing; split-K plans record both launches, keyed by their workspace too."""
     dev = torch.device("cuda")
-    monkeypatch.setattr(api, "_LAUNCHES_KEPT", 3)
+    monkeypatch.setattr(runtime.Replays, "KEPT", 3)
     a = torch.randn(16, 256, device=dev, dtype=torch.bfloat16)
     ws = [torch.randn(96, 256, device=dev, dtype=torch.bfloat16) for _ in range(5)]
     for step in range(3):
@@ -354,7 +354,7 @@ def test_replayed_launches_follow_the_data(monkeypatch):
         for w in ws:  # 5 weights against a cap of 3 records: the table refills
             _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
     (fast,) = api._fast_calls.values()
-    assert fast.launches and all(len(v) == 1 for v in fast.launches.values())
+    assert fast.replays.table and all(len(v) == 1 for v in fast.replays.table.values())
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -370,10 +370,11 @@ def test_replayed_launches_follow_the_data(monkeypatch):
         ref = (a8.double() @ w8.double().t()) * sa.double()[:, None] * sb.double()[None, :]
         _check(c, ref, "f32", extra_tol("e4m3", "default"))
     api._fast_calls.clear()
-    for _ in range(2):
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
         _check(gn_mm.mm(a, ws[0].t(), splits=2), a.double() @ ws[0].double().t(), "bf16")
     (fast,) = api._fast_calls.values()
-    assert fast.plan.splits == 2 and fast.launches is None
+    assert fast.plan.splits == 2 and fast.replays.table and all(len(v) == 2 for v in fast.replays.table.values())
 
 
 def test_cuda_graph_capture():

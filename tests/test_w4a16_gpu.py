@@ -258,6 +258,34 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
         gn_mm.w4a16_mm(a.half(), w)
 
 
+@pytest.mark.parametrize("m, config", [(1, None), (5, None), (16, None), (64, None), (16, "w4a16_16x256_w1x8_s4")],
+                         ids=["m1", "m5", "m16", "m64", "mma.sync-m16"])
+def test_replayed_launches_follow_the_data(m, config):
+    """A fast call that repeats an earlier call's pointers replays its recorded launches (runtime.Replays), K-split
+    / stream-K workspaces and tickets included: new values at the same pointers are read, and a side stream (its
+    own tickets) gets its own record."""
+    from gn_mm import w4a16
+
+    k, n, g = 2048, 512, 128  # few output tiles, long K: every kernel splits K here
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.bfloat16)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    a = torch.empty(m, k, device="cuda").bfloat16()
+    bias = torch.empty(n, device="cuda").bfloat16()
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        bias.copy_(torch.randn_like(bias))
+        check(gn_mm.w4a16_mm(a, w, bias=bias, config=config, splits=4 if config else None), a, qweight, scales,
+              qzeros, g, bias, rounds=True)
+    (hit,) = [v for v in w4a16._fast.values() if v[0] is w]
+    assert hit[3].table and hit[1].workspace(a) is not None, "expected a recorded launch with a K split"
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = gn_mm.w4a16_mm(a, w, bias=bias, config=config, splits=4 if config else None)
+    torch.cuda.current_stream().wait_stream(side)
+    check(out, a, qweight, scales, qzeros, g, bias, rounds=True)
+
+
 def test_dram_bandwidth_matches_the_datasheet():
     """The decode / wgmma crossover reads the GPU's peak DRAM bandwidth from the driver (memory clock x bus
     width): it must agree with the datasheet where gn_mm knows the GPU."""
