@@ -2,7 +2,7 @@
 
     python -m gn_mm variants [--arch sm_90a] [--compile] [--json]
     python -m gn_mm bench [--variants bf16,s8] [--shapes square|llm|all] [--quick] [--out stem]   (GPU)
-    python -m gn_mm sol [--dtypes bf16,s8] [--sizes 4096,8192] [--quick] [--out stem]             (GPU)
+    python -m gn_mm sol [--dtypes bf16,s8] [--sizes 4096,8192] [--quick | --sustained] [--out stem] (GPU)
     python -m gn_mm w4a16-bench [--dtype bfloat16] [--ms 1,16] [--shapes 4096x4096] [--out stem]     (GPU)
     python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
 """

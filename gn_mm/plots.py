@@ -72,6 +72,33 @@ def sol_chart(result: dict, path: str) -> str | None:
     return path
 
 
+def sustained_chart(result: dict, path: str) -> str | None:
+    """Per dtype and size under sustained load: the vendor's and gn_mm's matmul as a percentage of the
+    instruction loop that moves no data (`sol --sustained`). Returns the path, or None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = result["sustained"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows)), 4))
+    for i, (key, label) in enumerate((("vendor_pct_loop", "vendor"), ("gn_mm_pct_loop", "gn_mm"))):
+        bars = ax.bar([j + (i - 0.5) * 0.4 for j in range(len(rows))], [r[key] for r in rows], width=0.4, label=label)
+        ax.bar_label(bars, [f"{r[key]:.0f}" for r in rows], fontsize=7, padding=2)
+    ax.axhline(100, color="k", lw=0.8)
+    ax.set_xticks(range(len(rows)), [f"{r['dtype']}\n{r['size']}^3" for r in rows], fontsize=8)
+    ax.set_ylim(0, 110)
+    ax.set_ylabel("% of the instruction loop (no memory traffic)")
+    ax.set_title(f"Under sustained load on {result['environment'].get('gpu', '?')}", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def w4a16_chart(result: dict, path: str) -> str | None:
     """Speed-up of gn_mm.w4a16_mm over fp16 torch.matmul (and torch._weight_int4pack_mm) against M, one panel
     per (K, N), with the issue's targets as markers. Returns the path, or None without matplotlib."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import bench, datasheet, microbench, report, runtime, sass
+from . import bench, datasheet, microbench, report, runtime, sass, sol_sustained
 from .arch import Arch
 from .timing import bench as time_it
 from .variant_table import find_path
@@ -187,6 +187,17 @@ def save(result: dict, stem: str) -> list[str]:
     return report.write(result, stem, markdown(result), sol_chart)
 
 
+def _sustained(names, sizes, out: str) -> int:
+    from .plots import sustained_chart
+
+    names = [n for n in names if bench.CASES[DTYPES[n].case].peer]  # s4 has no vendor matmul to compare
+    result = sol_sustained.measure(names, sizes, progress=lambda jobs: report.progress_bar(jobs, "sol --sustained"))
+    written = report.write(result, out, sol_sustained.markdown(result), sustained_chart)
+    print(sol_sustained.markdown(result))
+    print("wrote " + ", ".join(written))
+    return 0
+
+
 def main(argv=None) -> int:
     """`python -m gn_mm sol` and scripts/sol.py."""
     import argparse
@@ -195,16 +206,23 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m gn_mm sol",
                                 description="speed of light per dtype: datasheet, instruction ceilings, best "
                                             "gn_mm and vendor matmul, memory bandwidth (needs a GPU)")
-    p.add_argument("--dtypes", default=",".join(DTYPES), help=f"comma-separated, from {', '.join(DTYPES)}")
+    p.add_argument("--dtypes", default="", help=f"comma-separated, from {', '.join(DTYPES)} (default: all)")
     p.add_argument("--sizes", default="", help=f"square sizes to sweep (default {','.join(map(str, SIZES))})")
     p.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, short loops: about a minute")
     p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--sustained", action="store_true",
+                   help="instead: under sustained load (the GPU at its power limit), the instruction loop, the vendor "
+                        "and gn_mm interleaved call by call at the squares (default dtypes "
+                        f"{','.join(sol_sustained.DTYPES)}, sizes {','.join(map(str, sol_sustained.SIZES))})")
     p.add_argument("--out", default="gn_mm_sol", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
-    names = args.dtypes.split(",")
+    names = args.dtypes.split(",") if args.dtypes else list(sol_sustained.DTYPES if args.sustained else DTYPES)
     report.unknown_names(p, "dtypes", names, DTYPES)
     if report.no_gpu("sol", "measures the GPU"):
         return 2
+    if args.sustained:
+        return _sustained(names, tuple(int(s) for s in args.sizes.split(",")) if args.sizes else sol_sustained.SIZES,
+                          args.out)
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     if args.quick:
         args.reps = min(args.reps, 10)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
-#   bash scripts/gpu_check.sh [tests] [bench] [bench_mma] [sol] [sol_quick] [sanitize] [sanitize_fuzz] [tune] [sanity]
-#   [w4a16]
+#   bash scripts/gpu_check.sh [tests] [bench] [bench_mma] [sol] [sol_quick] [sol_sustained] [sanitize] [sanitize_fuzz]
+#   [tune] [sanity] [w4a16]
 #   (default: tests bench)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,8 @@ for step in $steps; do
         | tee "$OUT/sanitize_memcheck_fuzz.log" | tail -4 || status=1 ;;
     sol)
       python3 -m gn_mm sol --out "$OUT/sol" 2>&1 | tail -30 || status=1 ;;
+    sol_sustained)  # the ceilings at the power limit beside the vendor and gn_mm (about a minute)
+      python3 -m gn_mm sol --sustained --out "$OUT/sol_sustained" 2>&1 | tail -16 || status=1 ;;
     sol_quick)
       time python3 -m gn_mm sol --quick --out "$OUT/sol_quick" 2>&1 | tail -30 || status=1 ;;
     w4a16)

@@ -71,6 +71,29 @@ def test_report_from_measurements(tmp_path):
     assert str(tmp_path / "sol.png") in written and (tmp_path / "sol.png").stat().st_size > 1000
 
 
+def test_sustained_report(tmp_path):
+    from gn_mm import plots, report, sol_sustained
+
+    row = {"dtype": "bf16", "size": 8192, "loop": "wgmma", "vendor": "torch.matmul", "vendor_tflops": 745.4,
+           "gn_mm_tflops": 757.3, "loop_tflops": 807.1}
+    row.update(loop_x_vendor=807.1 / 745.4, gn_mm_x_vendor=757.3 / 745.4, gn_mm_pct_loop=100 * 757.3 / 807.1,
+               vendor_pct_loop=100 * 745.4 / 807.1)
+    result = {"environment": {"gpu": "H100", "sms": 132, "torch": "2.x", "nvrtc": "13.0"}, "sustained": [row]}
+    text = sol_sustained.markdown(result)
+    assert "| bf16 | 8192^3 | wgmma | torch.matmul | 745 | 757 | 807 | 1.083 | 1.016 | 93.8% | 92.4% |" in text
+    written = report.write(result, str(tmp_path / "s"), text, plots.sustained_chart)
+    assert json.loads((tmp_path / "s.json").read_text())["sustained"][0]["size"] == 8192
+    pytest.importorskip("matplotlib")
+    assert str(tmp_path / "s.png") in written and (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_sol_sustained_without_gpu_explains(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    assert cli.main(["sol", "--sustained"]) == 2
+    assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
 def test_sol_without_gpu_explains(capsys):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
@@ -95,6 +118,15 @@ def test_microbenchmark_sass_on_device(variant):
     expected = "emulated" if arch.cc in variant.emulated_on else "native"
     assert sass.classify(variant.a, sass.tensor_core_mix(text), variant.path) == expected
     assert microbench.mma_ceiling(variant, iters=64, reps=3)["tflops"] > 1.0
+
+
+@pytest.mark.gpu
+def test_sol_sustained_measures_one_size(tmp_path):
+    from gn_mm import sol_sustained
+
+    row = sol_sustained.measure_one("bf16", 2048, torch.device("cuda"), reps=6)
+    assert row["loop_tflops"] > 0 and row["vendor_tflops"] > 0 and row["gn_mm_tflops"] > 0
+    assert row["loop_x_vendor"] > 0.5 and 0.2 < row["gn_mm_x_vendor"] < 5
 
 
 @pytest.mark.gpu
