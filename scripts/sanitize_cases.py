@@ -1,6 +1,6 @@
 """A small, ragged case of every variant family (split-K included; on sm_90 every wgmma config too, and K split
 inside clusters), whole and edge tiles of the mma.sync kernel, and the W4A16 kernels (decode; split-K and stream-K
-fix-ups), for compute-sanitizer:
+fix-ups), and repeated calls that replay recorded launches, for compute-sanitizer:
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py --racecheck
@@ -100,5 +100,21 @@ if hopper:
                     kk // 128, nn, device=dev) * 0.05).bfloat16(), group_size=128)
             gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk, nn], config=cfg,
                            splits=splits)
+# Recorded launches (runtime.Replays): a repeated call with the same pointers replays the packed launches of its
+# second call; each must give the first call's result. Split-K workspaces and stream tickets are in the key.
+k, n = 640, 1000
+w = gn_mm.prepare_w4a16(fmt.pack_nibbles(torch.randint(0, 16, (k, n), device=dev), dim=1),
+                        (torch.rand(k // 128, n, device=dev) * 0.05).bfloat16(), group_size=128)
+a8 = torch.randn(40, 640, device=dev).to(torch.float8_e4m3fn)
+s8 = torch.ones(40, device=dev), torch.ones(1000, device=dev)
+a16, b16 = torch.randn(40, 640, device=dev).bfloat16(), torch.randn(1000, 640, device=dev).bfloat16()
+calls = [lambda: gn_mm.mm(a16, b16.t()), lambda: gn_mm.mm(a16, b16.t(), splits=3),
+         lambda: gn_mm.mm(a16, b16.t(), config="mma.sync", splits=2),
+         lambda: gn_mm.mm(a8, a8.t(), scale_a=s8[0], scale_b=s8[0][:40], out_dtype=torch.float32),
+         lambda: gn_mm.w4a16_mm(a16[:1], w), lambda: gn_mm.w4a16_mm(a16[:16], w), lambda: gn_mm.w4a16_mm(a16, w)]
+for call in calls:
+    first = call()
+    for _ in range(3):
+        assert torch.equal(call(), first), "a replayed launch changed the result"
 torch.cuda.synchronize()
-print(f"ran {len(done)} variant families and the W4A16 kernels")
+print(f"ran {len(done)} variant families, the W4A16 kernels and {len(calls)} replayed calls")
