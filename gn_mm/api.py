@@ -137,11 +137,8 @@ class _FastCall:
         if scale_a is not None or scale_b is not None or bias is not None:
             ptrs += (_ptr(scale_a), _ptr(scale_b), _ptr(bias))
         if not self.replays.fire(ptrs, self.device_index):
-            record = []
-            self.plan.launch(a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, workspace=ws, record=record,
-                             **self.args)
-            self.replays.keep(ptrs, record)
-            self.replays.fire(ptrs, self.device_index)
+            self.replays.record(ptrs, self.device_index, lambda record: self.plan.launch(
+                a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, workspace=ws, record=record, **self.args))
 
 
 def _ptr(x) -> int:

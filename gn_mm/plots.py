@@ -82,7 +82,9 @@ def sustained_chart(result: dict, path: str) -> str | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    rows = result["sustained"]
+    rows = [r for r in result["sustained"] if "error" not in r]
+    if not rows:
+        return None
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows)), 4))
     for i, (key, label) in enumerate((("vendor_pct_loop", "vendor"), ("gn_mm_pct_loop", "gn_mm"))):
         bars = ax.bar([j + (i - 0.5) * 0.4 for j in range(len(rows))], [r[key] for r in rows], width=0.4, label=label)

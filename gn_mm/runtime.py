@@ -294,10 +294,14 @@ class Replays:
             launch.fire(stream)
         return True
 
-    def keep(self, ptrs: tuple, launches: list) -> None:
+    def record(self, ptrs: tuple, device_index: int, launch) -> None:
+        """Record what `launch(record)` issues (it passes `record` on to runtime.launch) under `ptrs`, then fire it."""
+        launches = []
+        launch(launches)
         if len(self.table) >= self.KEPT:
             self.table.clear()
         self.table[ptrs] = tuple(launches)
+        self.fire(ptrs, device_index)
 
 
 def max_active_blocks(handle, threads: int, smem_bytes: int) -> int:

@@ -68,8 +68,7 @@ def measure_one(name: str, size: int, device, reps: int = 0) -> dict:
     from .sol import DTYPES
 
     d = DTYPES[name]
-    arch = Arch.of_device(device)
-    variant = next(v for v in (_find(d.types, p) for p in ("wgmma", "mma.sync")) if v and v.runs_on(arch.cc))
+    variant = runnable(name, device)
     case = bench.CASES[d.case]
     sets = [case.make(size, size, size, device) for _ in range(2 if size >= 8192 else 3)]
     fns = {"vendor": lambda i: case.peer(sets[i % len(sets)]), "gn_mm": lambda i: case.ours(sets[i % len(sets)])}
@@ -100,14 +99,30 @@ def _find(types, path):
         return None
 
 
+def runnable(name: str, device):
+    """The variant whose loop bounds dtype `name` on this GPU (wgmma where it runs, else mma.sync), or None."""
+    from .sol import DTYPES
+
+    cc = Arch.of_device(device).cc
+    return next((v for v in (_find(DTYPES[name].types, p) for p in ("wgmma", "mma.sync")) if v and v.runs_on(cc)),
+                None)
+
+
 def measure(names, sizes, device="cuda", progress=None) -> dict:
+    """`measure_one` for every dtype and size; dtypes this GPU has no instruction for are listed as skipped,
+    and a failing measurement (e.g. a vendor call the GPU lacks) is reported in its row, never hidden."""
     device = torch.device(device)
     jobs = [(n, s) for n in names for s in sizes]
-    rows = []
+    rows, skipped = [], sorted({n for n in names if runnable(n, device) is None})
     for name, size in (progress(jobs) if progress else jobs):
-        rows.append(measure_one(name, size, device))
+        if name in skipped:
+            continue
+        try:
+            rows.append(measure_one(name, size, device))
+        except Exception as exc:  # reported, never hidden
+            rows.append({"dtype": name, "size": size, "error": f"{type(exc).__name__}: {exc}"})
         torch.cuda.empty_cache()
-    return {"environment": bench.environment(), "sustained": rows}
+    return {"environment": bench.environment(), "sustained": rows, "skipped": skipped}
 
 
 def markdown(result: dict) -> str:
@@ -120,7 +135,12 @@ def markdown(result: dict) -> str:
              "| gn_mm / vendor | gn_mm % of loop | vendor % of loop |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["sustained"]:
+        if "error" in r:
+            lines.append(f"| {r['dtype']} | {r['size']}^3 | error: {r['error']} |")
+            continue
         lines.append(f"| {r['dtype']} | {r['size']}^3 | {r['loop']} | {r['vendor']} | {r['vendor_tflops']:.0f} "
                      f"| {r['gn_mm_tflops']:.0f} | {r['loop_tflops']:.0f} | {r['loop_x_vendor']:.3f} "
                      f"| {r['gn_mm_x_vendor']:.3f} | {r['gn_mm_pct_loop']:.1f}% | {r['vendor_pct_loop']:.1f}% |")
+    if result.get("skipped"):
+        lines += ["", "No tensor-core instruction on this GPU for: " + ", ".join(result["skipped"])]
     return "\n".join(lines) + "\n"

@@ -98,10 +98,7 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
                 ptrs = (pa, c.data_ptr(), 0 if bias is None else bias.data_ptr()) + \
                     (() if ws is None else (ws[0].data_ptr(), ws[1].data_ptr()))
                 if not replays.fire(ptrs, device_index):
-                    record = []
-                    plan.launch(a, weight, c, bias, ws, record)
-                    replays.keep(ptrs, record)
-                    replays.fire(ptrs, device_index)
+                    replays.record(ptrs, device_index, lambda record: plan.launch(a, weight, c, bias, ws, record))
                 return c
     w, a_given, bias_given = qweight, a, bias
     problems = can_implement(a, qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias, bias=bias,

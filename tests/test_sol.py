@@ -78,9 +78,12 @@ def test_sustained_report(tmp_path):
            "gn_mm_tflops": 757.3, "loop_tflops": 807.1}
     row.update(loop_x_vendor=807.1 / 745.4, gn_mm_x_vendor=757.3 / 745.4, gn_mm_pct_loop=100 * 757.3 / 807.1,
                vendor_pct_loop=100 * 745.4 / 807.1)
-    result = {"environment": {"gpu": "H100", "sms": 132, "torch": "2.x", "nvrtc": "13.0"}, "sustained": [row]}
+    broken = {"dtype": "e4m3", "size": 8192, "error": "RuntimeError: no fp8"}
+    result = {"environment": {"gpu": "H100", "sms": 132, "torch": "2.x", "nvrtc": "13.0"},
+              "sustained": [row, broken], "skipped": ["s4"]}
     text = sol_sustained.markdown(result)
     assert "| bf16 | 8192^3 | wgmma | torch.matmul | 745 | 757 | 807 | 1.083 | 1.016 | 93.8% | 92.4% |" in text
+    assert "| e4m3 | 8192^3 | error: RuntimeError: no fp8 |" in text and "instruction on this GPU for: s4" in text
     written = report.write(result, str(tmp_path / "s"), text, plots.sustained_chart)
     assert json.loads((tmp_path / "s.json").read_text())["sustained"][0]["size"] == 8192
     pytest.importorskip("matplotlib")
