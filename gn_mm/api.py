@@ -47,16 +47,18 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     once to K-contiguous storage. K-contiguous rows must start on 16-byte boundaries (pointer and row stride),
     e.g. K a multiple of 8 for 16-bit data; anything else raises LayoutError.
     """
-    # Fast path: a call whose metadata (dtypes, shapes, strides, devices, options) was validated before and
-    # needs no copies reuses that work; only what can change between such calls (pointer alignment, the
+    # Fast path: a call whose metadata (dtypes, shapes, strides, devices, options, a given output's) was validated
+    # before and needs no copies reuses that work; only what can change between such calls (pointer alignment, the
     # current device) is checked again, and a call that repeats an earlier call's pointers replays its packed
     # launches (_FastCall.run). Scales and bias qualify when they are already what the kernel reads (contiguous
     # fp32). It is what decode-sized calls spend their time on: 28 -> 11 us per call on the H100 machine's host,
     # where torch.matmul takes 14-15 (benchmarks/NOTES.md, sm90 34).
     key = None
-    if out is None and type(a) is torch.Tensor and type(b) is torch.Tensor:
+    if type(a) is torch.Tensor and type(b) is torch.Tensor and (out is None or type(out) is torch.Tensor):
         key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, b.device, acc_dtype, out_dtype,
                config, splits)
+        if out is not None:
+            key += (out.dtype, out.shape, out.stride(), out.device)
         if scale_a is not None or scale_b is not None or bias is not None:
             key = key + (_meta(scale_a), _meta(scale_b), _meta(bias)) if _as_is(scale_a) and _as_is(scale_b) and \
                 _as_is(bias) else None
@@ -64,8 +66,10 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
         fast = _fast_calls.get(key)
         if fast is not None:
             pa, pb = a.data_ptr(), b.data_ptr()
-            if not (pa | pb) % 16 and fast.device_index == runtime.current_device():
-                c = torch.empty_strided(fast.shape, fast.strides, dtype=fast.dtype, device=a.device)
+            if not (pa | pb) % 16 and fast.device_index == runtime.current_device() and \
+                    (out is None or out.data_ptr() % out.element_size() == 0):
+                c = torch.empty_strided(fast.shape, fast.strides, dtype=fast.dtype, device=a.device) if out is None \
+                    else out
                 fast.run(a, b, c, pa, pb, scale_a, scale_b, bias)
                 return c
     ea, eb = _elem(a, "a"), _elem(b, "b")

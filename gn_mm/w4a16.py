@@ -82,18 +82,20 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
     Errors name the argument (see `w4a16_can_implement`)."""
     key = None
     if type(qweight) is W4A16Weight and scales is None and qzeros is None and group_size is None \
-            and g_idx is None and out is None and type(a) is torch.Tensor:
+            and g_idx is None and type(a) is torch.Tensor and (out is None or type(out) is torch.Tensor):
         # Serving loops repeat one signature: after one fully checked call, only what can change per call
-        # (the activation's address alignment, the current device) is looked at again.
+        # (the activation's and a given output's address alignment, the current device) is looked at again.
         key = (id(qweight), a.shape, a.stride(), a.dtype, a.device, config, splits,
-               None if bias is None else (bias.dtype, bias.shape, bias.device, bias.is_contiguous()))
+               None if bias is None else (bias.dtype, bias.shape, bias.device, bias.is_contiguous()),
+               None if out is None else (out.dtype, out.shape, out.stride(), out.device))
         # A call that repeats an earlier call's pointers replays its packed launches (runtime.Replays).
         hit = _fast.get(key)
         if hit is not None and hit[0] is qweight:
             pa = a.data_ptr()
-            if pa % 16 == 0 and hit[2] == runtime.current_device():
+            if pa % 16 == 0 and hit[2] == runtime.current_device() and (out is None or out.data_ptr() % 16 == 0):
                 weight, plan, device_index, replays = hit
-                c = torch.empty_strided((a.shape[0], weight.n), (weight.n, 1), dtype=weight.dtype, device=a.device)
+                c = out if out is not None else \
+                    torch.empty_strided((a.shape[0], weight.n), (weight.n, 1), dtype=weight.dtype, device=a.device)
                 ws = plan.workspace(a)
                 ptrs = (pa, c.data_ptr(), 0 if bias is None else bias.data_ptr()) + \
                     (() if ws is None else (ws[0].data_ptr(), ws[1].data_ptr()))

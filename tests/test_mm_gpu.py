@@ -369,6 +369,15 @@ def test_replayed_launches_follow_the_data(monkeypatch):
         c = gn_mm.mm(a8, w8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)
         ref = (a8.double() @ w8.double().t()) * sa.double()[:, None] * sb.double()[None, :]
         _check(c, ref, "f32", extra_tol("e4m3", "default"))
+    outs = [torch.empty(16, 96, device=dev, dtype=torch.bfloat16) for _ in range(2)]
+    api._fast_calls.clear()
+    for step in range(4):  # given outputs take the fast path too, keyed by their pointer
+        a.copy_(torch.randn_like(a))
+        out = outs[step % 2].fill_(float("nan"))
+        assert gn_mm.mm(a, ws[1].t(), out=out) is out
+        _check(out, a.double() @ ws[1].double().t(), "bf16")
+    (fast,) = api._fast_calls.values()
+    assert len(fast.replays.table) == 2
     api._fast_calls.clear()
     for _ in range(3):
         a.copy_(torch.randn_like(a))
