@@ -272,11 +272,12 @@ class Launch:
 
 
 class Replays:
-    """The recorded launches (Launch) of one call signature, by the call's pointers: what the public functions'
-    fast paths replay when a call repeats an earlier call's pointers (a serving loop's weights, and activation,
-    output and workspace buffers that torch's allocator hands back). Every pointer a launch reads must be in the
-    key, including per-call workspaces (allocated per call like the output, so stream-ordered) and per-stream
-    ones (split_k.tickets)."""
+    """The recorded launches (Launch) of one call signature, by the current stream and the call's pointers: what
+    the public functions' fast paths replay when a call repeats an earlier call's pointers (a serving loop's
+    weights, and activation, output and workspace buffers that torch's allocator hands back). Every pointer a
+    launch reads must be in the key, including per-call workspaces (allocated per call like the output, so
+    stream-ordered) and per-stream ones (split_k.tickets). The stream in the key gives every record one stream:
+    threads on different streams never share a Launch (whose config holds the stream it was last sent to)."""
 
     __slots__ = ("table",)
     KEPT = 256  # per signature: a model's layers of one shape share it (e.g. 32 weights); ~1 KB each
@@ -285,22 +286,23 @@ class Replays:
         self.table = {}
 
     def fire(self, ptrs: tuple, device_index: int) -> bool:
-        """Send the launches recorded for `ptrs` to the device's current stream; False when there are none."""
-        launches = self.table.get(ptrs)
+        """Send the launches recorded for `ptrs` on the device's current stream to it; False when there are none."""
+        stream = current_stream(device_index)
+        launches = self.table.get((stream, ptrs))
         if launches is None:
             return False
-        stream = current_stream(device_index)
         for launch in launches:
             launch.fire(stream)
         return True
 
     def record(self, ptrs: tuple, device_index: int, launch) -> None:
-        """Record what `launch(record)` issues (it passes `record` on to runtime.launch) under `ptrs`, then fire it."""
+        """Record what `launch(record)` issues (it passes `record` on to runtime.launch) under `ptrs` and the
+        current stream, then fire it."""
         launches = []
         launch(launches)
         if len(self.table) >= self.KEPT:
             self.table.clear()
-        self.table[ptrs] = tuple(launches)
+        self.table[current_stream(device_index), ptrs] = tuple(launches)
         self.fire(ptrs, device_index)
 
 
