@@ -48,6 +48,15 @@ class W4A16Config:
     def threads(self) -> int:
         return self.warp_m * self.warp_n * 32
 
+    def problem(self, group_size: int, k64: int) -> str | None:
+        """Why this config cannot be built (the kernel's static_asserts, checked before NVRTC sees them), or None."""
+        if not 1 <= self.warp_m * self.warp_n <= 32 or self.block_m % (16 * self.warp_m) \
+                or self.block_n % (16 * self.warp_n):
+            return f"{self.name}: 1 to 32 warps, each with a warp tile a multiple of 16 x 16"
+        if self.stages < 2:
+            return f"{self.name}: at least 2 stages"
+        return None
+
     def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
         """Per stage: A block_m rows x 128 bytes, W block_n / 16 strips x 512 bytes, and 32 bytes of scales
         (and of zero points) per strip and group of the stage (two groups when G = 32)."""

@@ -58,9 +58,14 @@ class Sm90W4A16Config:
         accumulators) must fit, i.e. at most 64 x 64 outputs per consumer thread set."""
         return group_size != 32 and self.block_m * self.row_blocks <= 64
 
-    def fits(self, group_size: int, k64: int) -> str | None:
+    def problem(self, group_size: int, k64: int) -> str | None:
         """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
-        (0: per-channel), or None. Two slices per stage need the per-stage fold with one group per stage."""
+        (0: per-channel), or None (the kernel's static_asserts, checked before NVRTC sees them). Two slices per
+        stage need the per-stage fold with one group per stage."""
+        if self.block_m % 8 or not 8 <= self.block_m <= 256 or (self.block_m > 64 and self.block_m % 64):
+            return f"{self.name}: block_m (the wgmma N) must be a multiple of 8 up to 64, or of 64 up to 256"
+        if not 1 <= self.consumers <= 4 or self.row_blocks < 1 or self.stages < 2:
+            return f"{self.name}: 1 to 4 consumers, at least one 64-column block each, at least 2 stages"
         if self.k_sub == 1:
             return None
         if not self.fold(group_size) or group_size % 128:
@@ -134,7 +139,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie."""
     candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
-                  if c.fits(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
+                  if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     return min(candidates, key=lambda c: -(-c.tiles(m, n) // sm_count))
 
 
@@ -205,7 +210,7 @@ def compile_matrix(all_configs: bool = False):
     configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs)) if all_configs \
         else [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
-            for zeros in (False, True) for cfg in configs if cfg.fits(group, cfg.k_sub) is None]
+            for zeros in (False, True) for cfg in configs if cfg.problem(group, cfg.k_sub) is None]
 
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:

@@ -196,6 +196,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
             raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    if config is not None and config.problem(group_size, k_stages):
+        raise LayoutError(f"config: {config.problem(group_size, k_stages)}")
     if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
                                    w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
@@ -208,8 +210,6 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     fam = family(arch, config)
     if config is None:
         config = fam.choose(m, n, sm_count, group_size, k_stages) if fam is sm90_w4a16 else fam.choose(m)
-    elif fam is sm90_w4a16 and config.fits(group_size, k_stages):
-        raise LayoutError(f"config: {config.fits(group_size, k_stages)}")
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "

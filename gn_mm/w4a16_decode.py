@@ -48,6 +48,16 @@ class DecodeConfig:
     def threads(self) -> int:
         return 32 * self.strips * self.warps_k
 
+    def problem(self, group_size: int, k64: int = 0) -> str | None:
+        """Why this config cannot be built for kernel group size `group_size` (0: per-channel), or None (the
+        kernel's static_asserts, checked before NVRTC sees them)."""
+        spg = max(1, group_size // 64)  # 64-value stages per group: the ring holds whole groups
+        if self.strips < 1 or self.warps_k < 1 or self.threads > 1024:
+            return f"{self.name}: strips x warps along K must be 1..32 warps"
+        if self.depth < 2 or self.depth % spg:
+            return f"{self.name}: the ring needs at least 2 slots, a multiple of {spg} for group size {group_size}"
+        return None
+
     def smem_bytes(self, m: int, split_stages: int, group_size: int = 128, has_zeros: bool = False) -> int:
         """The CTA's activations (m rows of its K range, rows padded by 16 bytes), then each warp's ring: depth
         slots of 512 bytes of weight and the stage's 32-byte scale (and zero-point) rows; the warps' partial

@@ -121,8 +121,8 @@ def test_wgmma_family_choice_and_refusal():
         sm90_w4a16.spec(torch.float16, 128, False, sm90_w4a16.Sm90W4A16Config(16, 2, 1, 8, 2)).source()
     two = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_8x256_c2_s6_k128")
     assert two == sm90_w4a16.Sm90W4A16Config(8, 2, 2, 6, 2) and two.name == "w4a16wg_8x256_c2_s6_k128"
-    assert two.fits(128, 64) is None and two.fits(0, 4) is None
-    assert "group size" in two.fits(64, 64) and "multiple of 128" in two.fits(0, 3)
+    assert two.problem(128, 64) is None and two.problem(0, 4) is None
+    assert "group size" in two.problem(64, 64) and "multiple of 128" in two.problem(0, 3)
     assert sm90_w4a16.choose(1, 4096, 132, 64, 64).k_sub == 1 and sm90_w4a16.choose(1, 4096, 132, 128, 64).k_sub == 2
 
 

@@ -177,6 +177,9 @@ def test_unaligned_out_and_bad_wgmma_config_name():
     check(out, a, qweight, scales, qzeros, g)
     with pytest.raises(ValueError, match="cannot parse"):
         gn_mm.w4a16_mm(a, qweight, scales, group_size=g, config="w4a16wg_8x100_c2_s4")
+    for bad in ("w4a16wg_12x128_c2_s4", "w4a16_16x256_w1x8_s1", "w4a16dec_m8_s2x8_d5"):  # refused before NVRTC
+        with pytest.raises(gn_mm.LayoutError, match="config: " + bad):
+            gn_mm.w4a16_mm(a, qweight, scales, group_size=g, config=bad)
 
 
 def test_strided_and_unaligned_activations():

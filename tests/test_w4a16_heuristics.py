@@ -72,3 +72,34 @@ def test_sm80_class_gpus_never_take_the_wide_exception():
     """Past MAX_N a GPU without the wgmma kernel still runs the decode kernel (nothing faster exists there)."""
     assert pick(1, 8192, 28672, A10) is not None
     assert pick(8, 4096, 14336, A10) is not None
+
+
+def test_decode_config_problems_name_the_ring_rule():
+    """A pinned decode config the kernel cannot build is refused in Python, not by NVRTC: the ring holds whole
+    groups (depth a multiple of G / 64), at least two slots, at most 32 warps; every heuristic config builds."""
+    assert "multiple of 2 for group size 128" in wd.DecodeConfig.parse("w4a16dec_m8_s8x2_d5").problem(128)
+    assert wd.DecodeConfig.parse("w4a16dec_m8_s8x2_d5").problem(64) is None
+    assert "at least 2 slots" in wd.DecodeConfig.parse("w4a16dec_m8_s8x2_d1").problem(32)
+    assert "warps" in wd.DecodeConfig.parse("w4a16dec_m8_s16x4_d4").problem(128)
+    for cfg in wd.HEURISTIC_CONFIGS:
+        assert all(cfg.problem(g) is None for g in (32, 64, 128, 0)), cfg.name
+
+
+def test_gemm_config_problems_match_the_kernels_asserts():
+    """Pinned mma.sync / wgmma W4A16 configs the kernels' static_asserts would refuse are named in Python; every
+    config the heuristics can pick passes."""
+    from gn_mm import sm80_w4a16, sm90_w4a16
+
+    bad80 = {"w4a16_16x256_w1x8_s1": "at least 2 stages", "w4a16_16x200_w1x8_s4": "multiple of 16 x 16",
+             "w4a16_64x128_w8x8_s4": "1 to 32 warps"}
+    for name, why in bad80.items():
+        assert why in sm80_w4a16.W4A16Config.parse(name).problem(128, 64), name
+    bad90 = {"w4a16wg_12x128_c2_s4": "multiple of 8", "w4a16wg_96x128_c2_s4": "of 64 up to 256",
+             "w4a16wg_8x384_c6_s4": "1 to 4 consumers", "w4a16wg_8x128_c2_s1": "at least 2 stages"}
+    for name, why in bad90.items():
+        assert why in sm90_w4a16.Sm90W4A16Config.parse(name).problem(128, 64), name
+    for _, cfg in sm80_w4a16.CONFIGS:
+        assert cfg.problem(128, 64) is None, cfg.name
+    for _, cfgs in sm90_w4a16.CONFIGS:
+        for cfg in cfgs:
+            assert cfg.problem(128, 64) is None, cfg.name
