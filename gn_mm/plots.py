@@ -91,9 +91,11 @@ def sustained_chart(result: dict, path: str) -> str | None:
         ax.bar_label(bars, [f"{r[key]:.0f}" for r in rows], fontsize=7, padding=2)
     ax.axhline(100, color="k", lw=0.8)
     ax.set_xticks(range(len(rows)), [f"{r['dtype']}\n{r['size']}^3" for r in rows], fontsize=8)
-    ax.set_ylim(0, 110)
+    ax.set_ylim(0, max(110, 1.1 * max(max(r["vendor_pct_loop"], r["gn_mm_pct_loop"]) for r in rows)))
     ax.set_ylabel("% of the instruction loop (no memory traffic)")
-    ax.set_title(f"Under sustained load on {result['environment'].get('gpu', '?')}", fontsize=9)
+    family = result.get("family", "auto")
+    ax.set_title(f"Under sustained load on {result['environment'].get('gpu', '?')}"
+                 + ("" if family == "auto" else f" (gn_mm: {family})"), fontsize=9)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

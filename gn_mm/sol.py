@@ -187,11 +187,12 @@ def save(result: dict, stem: str) -> list[str]:
     return report.write(result, stem, markdown(result), sol_chart)
 
 
-def _sustained(names, sizes, out: str) -> int:
+def _sustained(names, sizes, out: str, family: str | None = None) -> int:
     from .plots import sustained_chart
 
     names = [n for n in names if bench.CASES[DTYPES[n].case].peer]  # s4 has no vendor matmul to compare
-    result = sol_sustained.measure(names, sizes, progress=lambda jobs: report.progress_bar(jobs, "sol --sustained"))
+    result = sol_sustained.measure(names, sizes, progress=lambda jobs: report.progress_bar(jobs, "sol --sustained"),
+                                   family=family)
     written = report.write(result, out, sol_sustained.markdown(result), sustained_chart)
     print(sol_sustained.markdown(result))
     print("wrote " + ", ".join(written))
@@ -214,6 +215,8 @@ def main(argv=None) -> int:
                    help="instead: under sustained load (the GPU at its power limit), the instruction loop, the vendor "
                         "and gn_mm interleaved call by call at the squares (default dtypes "
                         f"{','.join(sol_sustained.DTYPES)}, sizes {','.join(map(str, sol_sustained.SIZES))})")
+    p.add_argument("--family", choices=("mma.sync",), default=None,
+                   help="with --sustained: the mma.sync family's loop and kernel, also where wgmma exists")
     p.add_argument("--out", default="gn_mm_sol", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
     names = args.dtypes.split(",") if args.dtypes else list(sol_sustained.DTYPES if args.sustained else DTYPES)
@@ -222,7 +225,7 @@ def main(argv=None) -> int:
         return 2
     if args.sustained:
         return _sustained(names, tuple(int(s) for s in args.sizes.split(",")) if args.sizes else sol_sustained.SIZES,
-                          args.out)
+                          args.out, args.family)
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
     if args.quick:
         args.reps = min(args.reps, 10)

@@ -63,15 +63,18 @@ def _loop(variant, device):
     return calls, per_iter, name
 
 
-def measure_one(name: str, size: int, device, reps: int = 0) -> dict:
-    """One dtype at size^3: the loop, the vendor and gn_mm under sustained load (TFLOP/s, ratios to the vendor)."""
+def measure_one(name: str, size: int, device, reps: int = 0, family: str | None = None) -> dict:
+    """One dtype at size^3: the loop, the vendor and gn_mm under sustained load (TFLOP/s, ratios to the vendor).
+    family "mma.sync": that family's loop and gn_mm's mma.sync kernel, also where wgmma exists."""
     from .sol import DTYPES
 
     d = DTYPES[name]
-    variant = runnable(name, device)
+    variant = runnable(name, device, family)
     case = bench.CASES[d.case]
     sets = [case.make(size, size, size, device) for _ in range(2 if size >= 8192 else 3)]
-    fns = {"vendor": lambda i: case.peer(sets[i % len(sets)]), "gn_mm": lambda i: case.ours(sets[i % len(sets)])}
+    kw = {"config": family} if family else {}
+    fns = {"vendor": lambda i: case.peer(sets[i % len(sets)]),
+           "gn_mm": lambda i: case.ours(sets[i % len(sets)], **kw)}
     reps = reps or (40 if size >= 8192 else 120)
     with case.flags():
         for fn in fns.values():
@@ -99,35 +102,38 @@ def _find(types, path):
         return None
 
 
-def runnable(name: str, device):
-    """The variant whose loop bounds dtype `name` on this GPU (wgmma where it runs, else mma.sync), or None."""
+def runnable(name: str, device, family: str | None = None):
+    """The variant whose loop bounds dtype `name` on this GPU (wgmma where it runs, else mma.sync; or only
+    `family`'s), or None."""
     from .sol import DTYPES
 
     cc = Arch.of_device(device).cc
-    return next((v for v in (_find(DTYPES[name].types, p) for p in ("wgmma", "mma.sync")) if v and v.runs_on(cc)),
-                None)
+    paths = (family,) if family else ("wgmma", "mma.sync")
+    return next((v for v in (_find(DTYPES[name].types, p) for p in paths) if v and v.runs_on(cc)), None)
 
 
-def measure(names, sizes, device="cuda", progress=None) -> dict:
+def measure(names, sizes, device="cuda", progress=None, family: str | None = None) -> dict:
     """`measure_one` for every dtype and size; dtypes this GPU has no instruction for are listed as skipped,
     and a failing measurement (e.g. a vendor call the GPU lacks) is reported in its row, never hidden."""
     device = torch.device(device)
     jobs = [(n, s) for n in names for s in sizes]
-    rows, skipped = [], sorted({n for n in names if runnable(n, device) is None})
+    rows, skipped = [], sorted({n for n in names if runnable(n, device, family) is None})
     for name, size in (progress(jobs) if progress else jobs):
         if name in skipped:
             continue
         try:
-            rows.append(measure_one(name, size, device))
+            rows.append(measure_one(name, size, device, family=family))
         except Exception as exc:  # reported, never hidden
             rows.append({"dtype": name, "size": size, "error": f"{type(exc).__name__}: {exc}"})
         torch.cuda.empty_cache()
-    return {"environment": bench.environment(), "sustained": rows, "skipped": skipped}
+    return {"environment": bench.environment(), "sustained": rows, "skipped": skipped, "family": family or "auto"}
 
 
 def markdown(result: dict) -> str:
     env = result["environment"]
-    lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}", "",
+    family = result.get("family", "auto")
+    lines = [f"GPU: {env['gpu']} ({env['sms']} SMs), torch {env['torch']}, NVRTC {env['nvrtc']}"
+             + ("" if family == "auto" else f"; gn_mm family: {family}"), "",
              f"Under sustained load ({WARM_S:.0f} s of calls first), interleaved call by call, TFLOP/s (TOPS for "
              "integers). loop: the instruction ceiling's loop (no global memory), each call as long as the vendor's: "
              "what no matmul can beat at this power.", "",

@@ -43,7 +43,11 @@ for step in $steps; do
     sol)
       python3 -m gn_mm sol --out "$OUT/sol" 2>&1 | tail -30 || status=1 ;;
     sol_sustained)  # the ceilings at the power limit beside the vendor and gn_mm (about a minute)
-      python3 -m gn_mm sol --sustained --out "$OUT/sol_sustained" 2>&1 | tail -16 || status=1 ;;
+      python3 -m gn_mm sol --sustained --out "$OUT/sol_sustained" 2>&1 | tail -16 || status=1
+      if python3 -c "import torch, sys; sys.exit(torch.cuda.get_device_capability() != (9, 0))"; then
+        python3 -m gn_mm sol --sustained --family mma.sync --dtypes bf16,f16 --out "$OUT/sol_sustained_mma_sync" \
+          2>&1 | tail -10 || status=1
+      fi ;;
     sol_quick)
       time python3 -m gn_mm sol --quick --out "$OUT/sol_quick" 2>&1 | tail -30 || status=1 ;;
     w4a16)
