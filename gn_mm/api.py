@@ -136,17 +136,14 @@ class _FastCall:
     replays: runtime.Replays  # the plan's launches by call pointers (a split-K workspace's included)
 
     def run(self, a, b, c, pa: int, pb: int, scale_a, scale_b, bias) -> None:
-        ws = self.plan.workspace(c) if self.plan.splits > 1 else None
+        ws = self.plan.workspace(c)
         ptrs = (pa, pb, c.data_ptr()) if ws is None else (pa, pb, c.data_ptr(), ws.data_ptr())
         if scale_a is not None or scale_b is not None or bias is not None:
-            ptrs += (_ptr(scale_a), _ptr(scale_b), _ptr(bias))
+            ptrs += (runtime.data_ptr(scale_a), runtime.data_ptr(scale_b), runtime.data_ptr(bias))
         if not self.replays.fire(ptrs, self.device_index):
             self.replays.record(ptrs, self.device_index, lambda record: self.plan.launch(
                 a, b, c, scale_a=scale_a, scale_b=scale_b, bias=bias, workspace=ws, record=record, **self.args))
 
-
-def _ptr(x) -> int:
-    return 0 if x is None else x.data_ptr()
 
 
 _fast_calls: dict = {}  # call metadata -> _FastCall (see mm); cleared with the plans

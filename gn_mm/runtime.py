@@ -143,6 +143,11 @@ def current_stream(device_index: int | None = None) -> int:
     return torch.cuda.current_stream(device_index).cuda_stream
 
 
+def data_ptr(x) -> int:
+    """A tensor's address, 0 for None (optional operands in a replay key)."""
+    return 0 if x is None else x.data_ptr()
+
+
 def _driver():
     global _libcuda
     if _libcuda is None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from . import runtime, tma
+from . import runtime, sm80_mm, tma
 from .sm80_mm import epilogue_args, partials, reduce
 from .arch import Arch
 from .dtypes import ACC_KIND, OUT_KIND
@@ -81,6 +81,4 @@ class Plan:
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, record)
 
-    def workspace(self, c: torch.Tensor) -> torch.Tensor | None:
-        """One call's split-K workspace (None without K splits)."""
-        return partials(self.acc, self.splits, c.shape[0], c.shape[1], c) if self.splits > 1 else None
+    workspace = sm80_mm.Plan.workspace  # one call's split-K workspace (None without K splits)

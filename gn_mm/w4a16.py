@@ -97,7 +97,7 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
                 c = out if out is not None else \
                     torch.empty_strided((a.shape[0], weight.n), (weight.n, 1), dtype=weight.dtype, device=a.device)
                 ws = plan.workspace(a)
-                ptrs = (pa, c.data_ptr(), 0 if bias is None else bias.data_ptr()) + \
+                ptrs = (pa, c.data_ptr(), runtime.data_ptr(bias)) + \
                     (() if ws is None else (ws[0].data_ptr(), ws[1].data_ptr()))
                 if not replays.fire(ptrs, device_index):
                     replays.record(ptrs, device_index, lambda record: plan.launch(a, weight, c, bias, ws, record))
@@ -196,8 +196,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
             raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-    if config is not None and config.problem(group_size, k_stages):
-        raise LayoutError(f"config: {config.problem(group_size, k_stages)}")
+    if config is not None and (why := config.problem(group_size, k_stages)):
+        raise LayoutError(f"config: {why}")
     if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
                                    w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
