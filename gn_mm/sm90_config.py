@@ -95,7 +95,8 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
 LARGE = (deepest(128, 256, 2), deepest(128, 256, 1), deepest(128, 128, 1))
 DECODE = deepest(64, 128)
 NARROW = deepest(64, 64)
-SM90_CONFIGS = LARGE + (DECODE, NARROW)
+NARROW_PAIR = deepest(64, 64, 2)  # the two 64-row tiles of M = 65..128 in a cluster, sharing each weight tile
+SM90_CONFIGS = LARGE + (DECODE, NARROW, NARROW_PAIR)
 # Every pipeline stage costs a round of barrier and wgmma latency, so a 64-column tile's 8 KB weight stages
 # stream fewer bytes per SM than 128-column ones. It wins only while each CTA's K run is short (no split-K
 # launch to pay for): on the H200, 128 x 4096 x 4096 bf16 15.0 us against 15.2 for 64 x 128 with split-K
@@ -103,6 +104,18 @@ SM90_CONFIGS = LARGE + (DECODE, NARROW)
 # 28-30 us against 24.5-24.8 (three runs, `small_m_h200_cluster_k*.json`). Narrower still (64 x 32, 4 KB
 # stages) lost everywhere but M = 64 (16 x 4096 x 14336: 56 us against 35).
 NARROW_MAX_K_BYTES = 8192
+# M = 65..128 (two row tiles) over N of ~2300-4200 columns: 64 x 64 tiles in 2-CTA clusters (each CTA multicasts half
+# of the weight tile to both) give 0.7-1.0 CTAs per SM with the whole K in each, where 64 x 128 tiles needed a
+# 2-way split, its workspace and mm_reduce. H100, CUDA-graph replay, three interleaved rounds (us, 64 x 128 + split
+# -> pair; the peer): e4m3 128 x 4096 x 14336 30.0 -> 25.5 (24.6), 128 x 4096 x 28672 50.0 -> 46.9 (44.9), 72 x 4096
+# x 14336 28.0 -> 24.5 (24.2), 128 x 3072 x 14336 24.1 -> 23.0 (20.6); s8 128 x 4096 x 14336 30.3 -> 25.6 (33.5); bf16
+# 128 x 4096 x 8192 32.7 -> 27.8 (27.6), 128 x 4096 x 14336 49.9 -> 45.9 (53.4); tf32 128 x 4096 x 4096 33.1 -> 28.4
+# (29.0), 128 x 4096 x 8192 56.5 -> 53.0 (59.2). Past 32 KB of K per row the split wins again (tf32 128 x 4096 x 14336: 90.4 against 99.2), and with
+# fewer columns (N = 2048: 64 CTAs) the pair needs a split too and gains nothing (e4m3 128 x 2048 x 14336 18.8
+# against 18.1). Up to NARROW_MAX_K_BYTES lone 64 x 64 tiles stay: their short runs do not pay for the cluster (e4m3
+# 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 / 9.5). benchmarks/results/sm90_narrow_pair_h100.json.
+PAIR_MAX_K_BYTES = 32768
+PAIR_MIN_FILL = 0.7
 
 
 @functools.lru_cache(maxsize=4096)
@@ -112,7 +125,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small
     batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the shorter
     tile (128 x 14336: 112 tiles of 128 x 128, 36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with
-    64-column tiles only for short K (NARROW_MAX_K_BYTES)."""
+    64-column tiles only for short K (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs
+    (NARROW_PAIR) when the pairs fill most SMs without a K split."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
@@ -123,7 +137,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return cfg
-    candidates = LARGE + (DECODE,) + ((NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
+    pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= tiles(NARROW_PAIR) <= sm_count
+    narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
+    candidates = LARGE + (DECODE,) + narrow
     return min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                             -cfg.block_n, cfg.block_m))
 

@@ -106,8 +106,9 @@ def test_int4_unpacks_for_the_s8_wgmma(name, lo, hi, rows, k, pad):
 def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     """Decode never gets 128-row or clustered tiles (a 2-CTA cluster over one 128-row tile leaves half its CTAs
     without rows: 16 x 28672 x 8192 bf16 took 192 us that way on an H200, 134 us with 64 x 128 tiles); no
-    cluster without two row tiles to share B; 64-column tiles only for short K."""
-    from gn_mm.sm90_config import NARROW_MAX_K_BYTES, choose_sm90
+    cluster without two row tiles to share B; 64-column tiles only for short K, or in pairs for two row tiles
+    whose pairs fill most SMs without a K split."""
+    from gn_mm.sm90_config import NARROW, NARROW_MAX_K_BYTES, NARROW_PAIR, PAIR_MAX_K_BYTES, choose_sm90
 
     for n in (1024, 4096, 14336, 28672, 57344):
         for m in (1, 16, 32):
@@ -115,11 +116,18 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
             assert (cfg.block_m, cfg.block_n, cfg.cluster_m) == (64, 128, 1), (m, n, cfg.name)
         for m in (33, 64, 100, 128, 200, 300, 4096):
             cfg = choose_sm90(m, n, 8192, 132)
-            assert cfg.cluster_m == 1 or -(-m // 128) >= 2, (m, n, cfg.name)
+            assert cfg.cluster_m == 1 or -(-m // cfg.block_m) >= 2, (m, n, cfg.name)
     assert choose_sm90(8192, 8192, 16384, 132).name == "sm90_128x256_s4_g8_c2"
     assert (choose_sm90(128, 28672, 16384, 132).block_m, choose_sm90(128, 28672, 16384, 132).cluster_m) == (128, 1)
-    assert choose_sm90(128, 4096, 8192, 132).block_n == 64
-    assert choose_sm90(128, 4096, NARROW_MAX_K_BYTES + 128, 132).block_n == 128
+    assert choose_sm90(128, 2048, NARROW_MAX_K_BYTES, 132) == NARROW  # 64 CTAs: no pairs
+    assert choose_sm90(128, 2048, NARROW_MAX_K_BYTES + 128, 132).block_n == 128
+    for m, n in ((65, 4096), (128, 4096), (100, 3072)):
+        assert choose_sm90(m, n, NARROW_MAX_K_BYTES, 132) == NARROW
+        assert choose_sm90(m, n, NARROW_MAX_K_BYTES + 128, 132) == NARROW_PAIR
+        assert choose_sm90(m, n, PAIR_MAX_K_BYTES, 132) == NARROW_PAIR
+        assert choose_sm90(m, n, PAIR_MAX_K_BYTES + 128, 132).block_n == 128
+    for m, n in ((64, 4096), (129, 4096), (128, 5120)):  # one row tile; three; two rounds of pairs
+        assert choose_sm90(m, n, 16384, 132) != NARROW_PAIR
 
 
 def test_split_inside_a_cluster_only_for_short_nonempty_shares():
