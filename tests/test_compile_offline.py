@@ -119,13 +119,14 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
     the clustered configs carry their cluster shape in the cubin."""
     from gn_mm import sass, sm90_mm
-    from gn_mm.sm90_config import SM90_CONFIGS, SPLIT_CLUSTERS, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, choose_sm90
 
     big = choose_sm90(8192, 8192, 8192, 132)
     jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
-        jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in SM90_CONFIGS + SPLIT_CLUSTERS
+        jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg)
+                 for cfg in SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS
                  if cfg != big and not (acc == "f16" and cfg.cluster_k > 1)]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda j: (j, runtime.build(sm90_mm.spec(*j), backend="bindings")), jobs))

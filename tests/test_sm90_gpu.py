@@ -10,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import DECODE, DECODE_WIDE, LARGE, NARROW, SM90_CONFIGS
+from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -42,6 +42,28 @@ def test_every_config(cfg, combo, shape):
         a.mul_(0.25)
         a64 = a.double()
     kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t in ("e4m3", "u8") and out != "s32")
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
+    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
+
+
+FIT_COMBOS = [COMBOS[0], COMBOS[2], COMBOS[3], COMBOS[5], COMBOS[7]]
+
+
+@pytest.mark.parametrize("cfg", FIT_CONFIGS, ids=[c.name for c in FIT_CONFIGS])
+@pytest.mark.parametrize("combo", FIT_COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in FIT_COMBOS])
+def test_every_fit_config(cfg, combo):
+    """The tiles `fit` sizes to the SMs (80-256 columns, alone or in pairs): two row tiles, the second ragged, and
+    N ragged for every width."""
+    a_t, b_t, acc, out = combo
+    m, n, k = 200, 1000, 520
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    if acc == "f16":
+        a.mul_(0.25)
+        a64 = a.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t == "e4m3")
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
     _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
