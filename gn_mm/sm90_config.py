@@ -116,7 +116,7 @@ NARROW_MAX_K_BYTES = 8192
 # 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 / 9.5). benchmarks/results/sm90_narrow_pair_h100.json.
 PAIR_MAX_K_BYTES = 32768
 PAIR_MIN_FILL = 0.7
-# M = 65..256 (one or two 128-row tiles) where the tiles above leave SMs idle: 128-row tiles just wide enough for
+# M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide enough for
 # one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost bandwidth, and
 # 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and a workspace
 # as large as a fifth of the weight. H100, CUDA-graph replay, three interleaved rounds, HEAD's heuristic built beside
@@ -130,8 +130,16 @@ PAIR_MIN_FILL = 0.7
 # than half full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x 224 89.0), fit tiles
 # narrower than 80 columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the same count). Two row
 # tiles share each weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336).
+# M <= 64 the same way with one 64-row block, from 48 columns and up to 80% busy: the decode tile (64 x 128, with K
+# splits, in clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same A/B, every changed
+# shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x 12288
+# x 14336 128.3 -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6 (59.6),
+# 64 x 6144 x 14336 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 -> 13.3 (14.2),
+# 64 x 18944 x 4096 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
 # benchmarks/results/sm90_fit_tiles_h100.json.
-FIT_MIN_N, FIT_IDLE, FIT_FILL, FIT_MAX_M = 80, 0.7, 0.8, 256
+FIT_FILL, FIT_MAX_M = 0.8, 256
+FIT_IDLE = {64: 0.8, 128: 0.7}  # by the fit tile's rows
+FIT_MIN_N = {64: 48, 128: 80}  # the narrowest fit tile by its rows
 
 
 @functools.lru_cache(maxsize=4096)
@@ -148,7 +156,7 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
         return cfg.tiles(m, n) * cfg.cluster_m
 
     if m <= 32:
-        return DECODE
+        return fit(DECODE, m, n, sm_count)
     if m > 64:
         for cfg in LARGE:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
@@ -162,23 +170,25 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
 
 
 def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
-    """For M = 65..FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
-    second round that is less than half full, the 128-row tile (in a 2-CTA cluster over two row tiles) of the
-    fewest columns, at least FIT_MIN_N, whose CTAs fit in one round and fill at least FIT_FILL of it; else `cfg`."""
+    """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
+    second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
+    2-CTA cluster over two of them) with the fewest columns, at least FIT_MIN_N, whose CTAs fit in one round and
+    fill at least FIT_FILL of it; else `cfg`. (`cfg`'s CTAs are counted before any K split.)"""
     ctas = cfg.tiles(m, n) * cfg.cluster_m
-    idle = ctas < FIT_IDLE * sm_count or sm_count < ctas < 1.5 * sm_count
-    rows = -(-m // 128)
-    if not 64 < m <= FIT_MAX_M or not idle:
+    block_m = 64 if m <= 64 else 128
+    idle = ctas < FIT_IDLE[block_m] * sm_count or sm_count < ctas < 1.5 * sm_count
+    if m > FIT_MAX_M or not idle:
         return cfg
-    width = next((w for w in range(FIT_MIN_N, 257, 16) if rows * -(-n // w) <= sm_count), None)
+    rows = -(-m // block_m)
+    width = next((w for w in range(FIT_MIN_N[block_m], 257, 16) if rows * -(-n // w) <= sm_count), None)
     if width is None or rows * -(-n // width) < FIT_FILL * sm_count:
         return cfg
-    return deepest(128, width, rows)
+    return deepest(block_m, width, rows)
 
 
 # Every tile `fit` can return (compiled and checked by the offline tests).
-FIT_CONFIGS = tuple(c for w in range(FIT_MIN_N, 257, 16) for r in (1, 2)
-                    if (c := deepest(128, w, r)) not in SM90_CONFIGS)
+FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
+                    if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
 
 
 def _valid(cfg: Sm90Config) -> bool:

@@ -131,19 +131,22 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
 
 
 def test_fit_tiles_fill_one_round_of_the_sms():
-    """M = 65..256 where 128 x 128 tiles left SMs idle or made a thin second round: 128-row tiles just wide enough
-    for one round (in pairs over two row tiles); unchanged where the SMs were mostly busy or a second round mostly
-    full, and for other M."""
+    """M <= 256 where the menu's tiles left SMs idle or made a thin second round: tiles just wide enough for one
+    round (128-row ones in pairs over two row tiles); unchanged where the SMs were mostly busy or a second round
+    mostly full, and for larger M."""
     from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, choose_sm90
 
     assert choose_sm90(128, 11008, 8192, 132).name == "sm90_128x96_s6_g8_c1"  # 86 -> 115 CTAs
     assert choose_sm90(80, 9216, 8192, 132).name == "sm90_128x80_s7_g8_c1"
     assert choose_sm90(128, 18944, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 148 CTAs -> 132
     assert choose_sm90(256, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c2"
-    for m, n in ((128, 12288), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (64, 11008)):
+    assert choose_sm90(16, 5120, 8192, 132).name == "sm90_64x48_s14_g8_c1"  # 40 decode tiles -> 107
+    assert choose_sm90(64, 18944, 8192, 132).name == "sm90_64x144_s8_g8_c1"  # 74 of 128 x 256 -> 132
+    for m, n in ((128, 12288), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (16, 4096),
+                 (1, 2048), (32, 14336), (16, 28672), (64, 4096)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
-    for m in range(65, 257, 7):
+    for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)
             assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS, (m, n, cfg.name)
