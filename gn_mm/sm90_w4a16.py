@@ -168,6 +168,14 @@ FILL, FIXUP = 3, 5
 # measured 5-50% slower that way than with whole tiles or aligned K splits (benchmarks/results/
 # w4a16_schedule_h200.json), so they split K only into equal aligned pieces.
 STRADDLE_MAX = 16 * 256
+# Larger two-consumer tiles straddle too where whole tiles leave many SMs idle (fewer tiles than STREAM_K_FILL of the
+# SMs and no aligned split that fits) or make a thin second round (up to half the SMs): H100, CUDA-graph replay, two
+# interleaved rounds (us, whole tiles -> stream-K over the SMs; fp16 torch.matmul): M = 128 x 18944 x 4096 (148 tiles of
+# 128 x 128) 51.9 -> 39.1 (61.8), M = 256 x 18944 x 4096 83.5 -> 66.0 (70.0), 128 x 9216 x 4096 26.3 -> 23.0 (30.5), 256 x
+# 9216 x 4096 40.6 -> 38.4 (33.3). Not at 73-85% busy (128 x 14336 x 4096: 112 tiles, 26.8 whole against 31.5; 256 x 6144
+# x 4096 26.8 / 27.9) nor for one-consumer tiles (128 x 5120 x 4096, 80 tiles of 128 x 64: 16.9 / 17.9).
+# benchmarks/results/w4a16_stream_k_fill_h100.json.
+STREAM_K_FILL = 0.6
 
 
 def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
@@ -197,6 +205,9 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
             if g > tiles:
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
+        idle = tiles < STREAM_K_FILL * sm_count or sm_count < tiles < 1.5 * sm_count
+        if not best[2] and not straddle and config.consumers > 1 and idle and total * sm_count < 1 << 32:
+            return min(sm_count, total // MIN_STAGES_PER_SPLIT), True
         return best[1], best[2]
     grid = min(tiles * splits, sm_count, total)
     if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit

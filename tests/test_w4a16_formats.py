@@ -163,6 +163,13 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(8, 2, 2, 6, 2), 1, 28672, 64, 132) == (112, False)
     # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
     assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
+    # Larger two-consumer tiles straddle where whole ones leave SMs idle: 72 tiles of 128 x 128 (55%), 148 (a thin second
+    # round); not at 112 (85%), nor with one consumer (80 tiles of 128 x 64), nor where an aligned split fits (64 x 2).
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 9216, 64, 132) == (132, True)
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 18944, 64, 132) == (132, True)
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 14336, 64, 132) == (112, False)
+    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 5120, 64, 132) == (80, False)
+    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4096, 64, 132) == (128, True)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
