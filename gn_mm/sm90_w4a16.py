@@ -206,8 +206,10 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
         idle = tiles < STREAM_K_FILL * sm_count or sm_count < tiles < 1.5 * sm_count
-        if not best[2] and not straddle and config.consumers > 1 and idle and total * sm_count < 1 << 32:
-            return min(sm_count, total // MIN_STAGES_PER_SPLIT), True
+        g = min(sm_count, total // MIN_STAGES_PER_SPLIT)
+        if (not best[2] and not straddle and config.consumers > 1 and idle and g > 0 and total * g < 1 << 32
+                and max(cta_cost(b, g, tiles, k_stages, True) for b in range(g)) < best[0]):
+            return g, True
         return best[1], best[2]
     grid = min(tiles * splits, sm_count, total)
     if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit

@@ -170,6 +170,9 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 14336, 64, 132) == (112, False)
     assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 5120, 64, 132) == (80, False)
     assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4096, 64, 132) == (128, True)
+    # ... and only where the stream-K shares beat whole tiles (a tile or two with a short K: whole tiles).
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 1, 132) == (2, False)
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 4, 132) == (2, False)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
