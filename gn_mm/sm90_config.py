@@ -105,37 +105,38 @@ SM90_CONFIGS = LARGE + (DECODE, NARROW, NARROW_PAIR)
 # stages) lost everywhere but M = 64 (16 x 4096 x 14336: 56 us against 35).
 NARROW_MAX_K_BYTES = 8192
 # M = 65..128 (two row tiles) over N of ~2300-4200 columns: 64 x 64 tiles in 2-CTA clusters (each CTA multicasts half
-# of the weight tile to both) give 0.7-1.0 CTAs per SM with the whole K in each, where 64 x 128 tiles needed a
-# 2-way split, its workspace and mm_reduce. H100, CUDA-graph replay, three interleaved rounds (us, 64 x 128 + split
-# -> pair; the peer): e4m3 128 x 4096 x 14336 30.0 -> 25.5 (24.6), 128 x 4096 x 28672 50.0 -> 46.9 (44.9), 72 x 4096
-# x 14336 28.0 -> 24.5 (24.2), 128 x 3072 x 14336 24.1 -> 23.0 (20.6); s8 128 x 4096 x 14336 30.3 -> 25.6 (33.5); bf16
-# 128 x 4096 x 8192 32.7 -> 27.8 (27.6), 128 x 4096 x 14336 49.9 -> 45.9 (53.4); tf32 128 x 4096 x 4096 33.1 -> 28.4
-# (29.0), 128 x 4096 x 8192 56.5 -> 53.0 (59.2). Past 32 KB of K per row the split wins again (tf32 128 x 4096 x
-# 14336: 90.4 against 99.2), and with fewer columns (N = 2048: 64 CTAs) the pair needs a split too and gains nothing (e4m3 128 x 2048 x 14336 18.8
-# against 18.1). Up to NARROW_MAX_K_BYTES lone 64 x 64 tiles stay: their short runs do not pay for the cluster (e4m3
-# 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 / 9.5). benchmarks/results/sm90_narrow_pair_h100.json.
+# of the weight tile to both) give 0.7-1.0 CTAs per SM with the whole K in each, where 64 x 128 tiles needed a 2-way
+# split, its workspace and mm_reduce. H100, CUDA-graph replay, three interleaved rounds (us, 64 x 128 + split -> pair;
+# the peer): e4m3 128 x 4096 x 14336 30.0 -> 25.5 (24.6), 128 x 4096 x 28672 50.0 -> 46.9 (44.9), 72 x 4096 x 14336
+# 28.0 -> 24.5 (24.2), 128 x 3072 x 14336 24.1 -> 23.0 (20.6); s8 128 x 4096 x 14336 30.3 -> 25.6 (33.5); bf16 128 x
+# 4096 x 8192 32.7 -> 27.8 (27.6), 128 x 4096 x 14336 49.9 -> 45.9 (53.4); tf32 128 x 4096 x 4096 33.1 -> 28.4 (29.0),
+# 128 x 4096 x 8192 56.5 -> 53.0 (59.2). Past 32 KB of K per row the split wins again (tf32 128 x 4096 x 14336: 90.4
+# against 99.2), and with fewer columns (N = 2048: 64 CTAs) the pair needs a split too and gains nothing (e4m3 128 x
+# 2048 x 14336 18.8 against 18.1). Up to NARROW_MAX_K_BYTES lone 64 x 64 tiles stay: their short runs do not pay for
+# the cluster (e4m3 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 / 9.5).
+# benchmarks/results/sm90_narrow_pair_h100.json.
 PAIR_MAX_K_BYTES = 32768
 PAIR_MIN_FILL = 0.7
-# M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide enough for
-# one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost bandwidth, and
-# 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and a workspace
-# as large as a fifth of the weight. H100, CUDA-graph replay, three interleaved rounds, HEAD's heuristic built beside
-# the new one (us, before -> fit; the peer): bf16 128 x 9216 x 4096 43.7 -> 31.3 (30.6), 128 x 11008 x 4096 50.3 ->
-# 36.8 (37.1), 128 x 18944 x 4096 70.2 -> 59.7 (62.6), 128 x 24576 x 4096 76.6 -> 73.5 (78.1), 192 x 9216 x 4096 49.8
-# -> 36.3 (33.0), 256 x 5120 x 4096 33.8 -> 24.4 (20.9), 256 x 12288 x 4096 55.3 -> 45.2 (44.1); e4m3 80 x 18944 x
-# 4096 37.3 -> 31.5 (33.7), 256 x 9216 x 4096 28.0 -> 23.5 (19.2); tf32 128 x 11008 x 4096 84.9 -> 68.2 (70.9); s8
-# 22.7 -> 20.8 (28.5); f16 192 x 11008 x 4096 51.4 -> 42.1 (38.3). Losses: e4m3 256 x 5120 x 4096 14.2 -> 15.0, 128 x
-# 22016 x 4096 39.9 -> 40.5. Not taken: where 70% or more of the SMs were busy in one round (192 / 256 x 6144 x 4096:
-# 128 x 96 pairs 4-13% slower than 96 tiles of 128 x 128; 128 x 12288 x 4096 within 3% either way), a last round more
-# than half full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x 224 89.0), fit tiles
-# narrower than 80 columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the same count). Two row
-# tiles share each weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336).
+# M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide
+# enough for one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost
+# bandwidth, and 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and
+# a workspace as large as a fifth of the weight. H100, CUDA-graph replay, three interleaved rounds, HEAD's heuristic
+# built beside the new one (us, before -> fit; the peer): bf16 128 x 9216 x 4096 43.7 -> 31.3 (30.6), 128 x 11008 x
+# 4096 50.3 -> 36.8 (37.1), 128 x 18944 x 4096 70.2 -> 59.7 (62.6), 128 x 24576 x 4096 76.6 -> 73.5 (78.1), 192 x 9216
+# x 4096 49.8 -> 36.3 (33.0), 256 x 5120 x 4096 33.8 -> 24.4 (20.9), 256 x 12288 x 4096 55.3 -> 45.2 (44.1); e4m3 80 x
+# 18944 x 4096 37.3 -> 31.5 (33.7), 256 x 9216 x 4096 28.0 -> 23.5 (19.2); tf32 128 x 11008 x 4096 84.9 -> 68.2
+# (70.9); s8 128 x 11008 x 4096 22.7 -> 20.8 (28.5); f16 192 x 11008 x 4096 51.4 -> 42.1 (38.3). Losses: e4m3 256 x
+# 5120 x 4096 14.2 -> 15.0, 128 x 22016 x 4096 39.9 -> 40.5. Not taken: where 70% or more of the SMs were busy in one
+# round (192 / 256 x 6144 x 4096: 128 x 96 pairs 4-13% slower than 96 tiles of 128 x 128; 128 x 12288 x 4096 within 3%
+# either way), a last round more than half full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x
+# 224 89.0), fit tiles narrower than 80 columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the
+# same count). Two row tiles share each weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336).
 # M <= 64 the same way with one 64-row block, from 48 columns and up to 80% busy: the decode tile (64 x 128, with K
 # splits, in clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same A/B, every changed
-# shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x 12288
-# x 14336 128.3 -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6 (59.6),
-# 64 x 6144 x 14336 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 -> 13.3 (14.2),
-# 64 x 18944 x 4096 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
+# shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x
+# 12288 x 14336 128.3 -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6
+# (59.6), 64 x 6144 x 14336 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 ->
+# 13.3 (14.2), 64 x 18944 x 4096 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
 # benchmarks/results/sm90_fit_tiles_h100.json.
 FIT_FILL, FIT_MAX_M = 0.8, 256
 FIT_IDLE = {64: 0.8, 128: 0.7}  # by the fit tile's rows
@@ -147,11 +148,12 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     """Decode (M <= 32): 64 x 128 tiles, split-K filling the GPU when they are too few. Otherwise the largest
     tile whose real tiles give every SM one (128-row tiles only for M > 64, 2-CTA clusters only over two or
     more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small
-    batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs) x (A rows that exist + block_n), on ties the wider then the shorter
-    tile (128 x 14336: 112 tiles of 128 x 128, 36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with
-    64-column tiles only for short K (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs
-    (NARROW_PAIR) when the pairs fill most SMs without a K split. For M = 65..256 the result then goes through `fit`
-    (tiles sized to one round of the SMs where the menu's leave many idle)."""
+    batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs)
+    x (A rows that exist + block_n), on ties the wider then the shorter tile (128 x 14336: 112 tiles of 128 x 128,
+    36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with 64-column tiles only for short K
+    (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
+    SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
+    the menu's leave many idle)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 

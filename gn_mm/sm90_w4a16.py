@@ -170,11 +170,11 @@ FILL, FIXUP = 3, 5
 STRADDLE_MAX = 16 * 256
 # Larger two-consumer tiles straddle too where whole tiles leave many SMs idle (fewer tiles than STREAM_K_FILL of the
 # SMs and no aligned split that fits) or make a thin second round (up to half the SMs): H100, CUDA-graph replay, two
-# interleaved rounds (us, whole tiles -> stream-K over the SMs; fp16 torch.matmul): M = 128 x 18944 x 4096 (148 tiles of
-# 128 x 128) 51.9 -> 39.1 (61.8), M = 256 x 18944 x 4096 83.5 -> 66.0 (70.0), 128 x 9216 x 4096 26.3 -> 23.0 (30.5), 256 x
-# 9216 x 4096 40.6 -> 38.4 (33.3). Not at 73-85% busy (128 x 14336 x 4096: 112 tiles, 26.8 whole against 31.5; 256 x 6144
-# x 4096 26.8 / 27.9) nor for one-consumer tiles (128 x 5120 x 4096, 80 tiles of 128 x 64: 16.9 / 17.9).
-# benchmarks/results/w4a16_stream_k_fill_h100.json.
+# interleaved rounds (us, whole tiles -> stream-K over the SMs; fp16 torch.matmul): M = 128 x 18944 x 4096 (148 tiles
+# of 128 x 128) 51.9 -> 39.1 (61.8), M = 256 x 18944 x 4096 83.5 -> 66.0 (70.0), 128 x 9216 x 4096 26.3 -> 23.0
+# (30.5), 256 x 9216 x 4096 40.6 -> 38.4 (33.3). Not at 73-85% busy (128 x 14336 x 4096: 112 tiles, 26.8 whole against
+# 31.5; 256 x 6144 x 4096 26.8 / 27.9) nor for one-consumer tiles (128 x 5120 x 4096, 80 tiles of 128 x 64: 16.9 /
+# 17.9). benchmarks/results/w4a16_stream_k_fill_h100.json.
 STREAM_K_FILL = 0.6
 
 
