@@ -104,7 +104,7 @@ SM90_CONFIGS = LARGE + (DECODE, NARROW, NARROW_PAIR)
 # 28-30 us against 24.5-24.8 (three runs, `small_m_h200_cluster_k*.json`). Narrower still (64 x 32, 4 KB
 # stages) lost everywhere but M = 64 (16 x 4096 x 14336: 56 us against 35).
 NARROW_MAX_K_BYTES = 8192
-# M = 65..128 (two row tiles) over N of ~2300-4200 columns: 64 x 64 tiles in 2-CTA clusters (each CTA multicasts half
+# M = 65..128 (two row tiles) over N of ~2960-4224 columns (132 SMs): 64 x 64 tiles in 2-CTA clusters (each CTA multicasts half
 # of the weight tile to both) give 0.7-1.0 CTAs per SM with the whole K in each, where 64 x 128 tiles needed a 2-way
 # split, its workspace and mm_reduce. H100, CUDA-graph replay, three interleaved rounds (us, 64 x 128 + split -> pair;
 # the peer): e4m3 128 x 4096 x 14336 30.0 -> 25.5 (24.6), 128 x 4096 x 28672 50.0 -> 46.9 (44.9), 72 x 4096 x 14336
@@ -191,6 +191,9 @@ def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
 # Every tile `fit` can return (compiled and checked by the offline tests).
 FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
+# Tiles the heuristic picks to fill one round of the SMs with the whole K in each CTA: it never splits them (that is
+# how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).
+WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
 
 
 def _valid(cfg: Sm90Config) -> bool:

@@ -175,7 +175,7 @@ STRADDLE_MAX = 16 * 256
 # (30.5), 256 x 9216 x 4096 40.6 -> 38.4 (33.3). Not at 73-85% busy (128 x 14336 x 4096: 112 tiles, 26.8 whole against
 # 31.5; 256 x 6144 x 4096 26.8 / 27.9) nor for one-consumer tiles (128 x 5120 x 4096, 80 tiles of 128 x 64: 16.9 /
 # 17.9). benchmarks/results/w4a16_stream_k_fill_h100.json.
-STREAM_K_FILL = 0.6
+STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 
 
 def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
@@ -189,8 +189,10 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
     """(grid, stream). Enough tiles for the SMs: data-parallel persistent CTAs over whole tiles. Fewer: of the
     stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles: tiles x s CTAs with
     s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
-    tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). `splits`
-    overrides: 1 whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per stage)."""
+    tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). For M = 65..256 on
+    two-consumer tiles, also equal shares over all SMs where whole tiles leave many idle or make a thin second round
+    (STREAM_K_FILL), if the cost model agrees. `splits` overrides: 1 whole tiles, s > 1 stream-K over tiles x s
+    CTAs (at most one per SM and per stage)."""
     tiles = config.tiles(m, n)
     total = tiles * k_stages
     whole = (min(tiles, sm_count), False)  # data-parallel over whole tiles
@@ -206,10 +208,11 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
         idle = tiles < STREAM_K_FILL * sm_count or sm_count < tiles < 1.5 * sm_count
-        g = min(sm_count, total // MIN_STAGES_PER_SPLIT)
-        if (not best[2] and not straddle and config.consumers > 1 and idle and g > 0 and total * g < 1 << 32
-                and max(cta_cost(b, g, tiles, k_stages, True) for b in range(g)) < best[0]):
-            return g, True
+        measured = config.block_m >= 128 and config.consumers > 1 and m <= STREAM_K_MAX_M  # where it was measured
+        if (not best[2] and not straddle and measured and idle and total >= MIN_STAGES_PER_SPLIT * sm_count
+                and total * sm_count < 1 << 32
+                and max(cta_cost(b, sm_count, tiles, k_stages, True) for b in range(sm_count)) < best[0]):
+            return sm_count, True
         return best[1], best[2]
     grid = min(tiles * splits, sm_count, total)
     if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit

@@ -146,6 +146,9 @@ def test_fit_tiles_fill_one_round_of_the_sms():
                  (1, 2048), (32, 14336), (16, 28672), (64, 4096)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
+    for m in range(257, 1100, 37):  # past FIT_MAX_M the menu stands (fit would need clusters of 3+ row blocks)
+        for n in range(1024, 40000, 3000):
+            assert choose_sm90(m, n, 8192, 132) in SM90_CONFIGS, (m, n)
     for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)

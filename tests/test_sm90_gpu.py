@@ -10,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS
+from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS, WHOLE_K
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -52,11 +52,12 @@ FIT_COMBOS = [COMBOS[0], COMBOS[2], COMBOS[3], COMBOS[5], COMBOS[7]]
 
 @pytest.mark.parametrize("cfg", FIT_CONFIGS, ids=[c.name for c in FIT_CONFIGS])
 @pytest.mark.parametrize("combo", FIT_COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in FIT_COMBOS])
-def test_every_fit_config(cfg, combo):
-    """The tiles `fit` sizes to the SMs (80-256 columns, alone or in pairs): two row tiles, the second ragged, and
-    N ragged for every width."""
+@pytest.mark.parametrize("m", [100, 200])
+def test_every_fit_config(cfg, combo, m):
+    """The tiles `fit` sizes to the SMs (64 rows x 48-256 columns, 128 rows x 80-256 alone or in pairs): ragged row
+    blocks (one 128-row block at M = 100, the pair's second CTA without rows), and N ragged for every width."""
     a_t, b_t, acc, out = combo
-    m, n, k = 200, 1000, 520
+    n, k = 1000, 520
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME[a_t], m, k, dev)
     w, w64 = _rand(BY_NAME[b_t], n, k, dev)
@@ -118,6 +119,22 @@ def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape, cfg):
     c = _poison(m, n, torch.int32, dev)
     gn_mm.mm(a, w.t(), out=c, config=cfg)
     _check(c, a64 @ w64.t(), "s32")
+
+
+def test_whole_k_tiles_are_not_split():
+    """The tiles the heuristic sizes to one round of the SMs keep the whole K (choose_splits would split the pairs
+    at N = 3072 four ways), and give the right answer there."""
+    gpu = api._gpu(torch.cuda.current_device())
+    bf16 = variants.find("bf16", "bf16", "f32")
+    for m, n, k in ((128, 3072, 14336), (100, 9216, 2048), (16, 5120, 2048)):
+        plan = api._plan(bf16, "bf16", m, n, k * 2, gpu, None, None)
+        assert plan.config in WHOLE_K and plan.splits == 1, (m, n, k, plan.config.name)
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME["bf16"], 128, 14336, dev)
+    w, w64 = _rand(BY_NAME["bf16"], 3072, 14336, dev)
+    c = _poison(128, 3072, torch.bfloat16, dev)
+    gn_mm.mm(a, w.t(), out=c)
+    _check(c, a64 @ w64.t(), "bf16")
 
 
 def test_decode_shapes_split_k_on_wgmma():

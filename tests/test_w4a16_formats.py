@@ -170,9 +170,16 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 14336, 64, 132) == (112, False)
     assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 5120, 64, 132) == (80, False)
     assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4096, 64, 132) == (128, True)
-    # ... and only where the stream-K shares beat whole tiles (a tile or two with a short K: whole tiles).
+    # ... and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
+    # tiles), where no aligned split fits (32 tiles split 4 ways), with two consumers (75 one-consumer tiles stay
+    # whole), and for M <= 256 (144 tiles of 256 x 128 at M = 512 stay whole).
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 1, 132) == (2, False)
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 4, 132) == (2, False)
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 18944, 1, 132) == (132, False)
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 4096, 64, 132) == (128, True)
+    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4800, 64, 132) == (75, False)
+    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 512, 9216, 64, 132) == (132, False)
+    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 256, 9216, 64, 132) == (132, True)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)

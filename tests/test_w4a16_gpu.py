@@ -167,6 +167,21 @@ def test_128_value_stages_need_an_even_number_of_slices(dtype):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("m", [100, 128])
+def test_stream_k_over_idle_two_consumer_tiles(m):
+    """148 tiles of 128 x 128 (a thin second round): the heuristic runs equal stream-K shares over the SMs, fewer
+    CTAs than tiles, each straddling two tiles."""
+    k, n, g = 2048, 18944, 128
+    qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    cfg = sm90_w4a16.choose(m, n, 132, g, k // 64)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert cfg.consumers == 2 and sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms)[1]
+    check(gn_mm.w4a16_mm(a, w, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 def test_unaligned_out_and_bad_wgmma_config_name():
     k, n, g, m = 256, 64, 128, 3
     qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16)
