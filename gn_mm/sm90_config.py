@@ -171,6 +171,12 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
                                                 -cfg.block_n, cfg.block_m)), m, n, sm_count)
 
 
+def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
+    """Whether `ctas` persistent CTAs keep less than `busy` of the SMs busy in one round, or make a second round that
+    is less than half full (the cases where tiles sized to the SMs, or stream-K shares, measured faster)."""
+    return ctas < busy * sm_count or sm_count < ctas < 1.5 * sm_count
+
+
 def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
     second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
@@ -178,8 +184,7 @@ def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     fill at least FIT_FILL of it; else `cfg`. (`cfg`'s CTAs are counted before any K split.)"""
     ctas = cfg.tiles(m, n) * cfg.cluster_m
     block_m = 64 if m <= 64 else 128
-    idle = ctas < FIT_IDLE[block_m] * sm_count or sm_count < ctas < 1.5 * sm_count
-    if m > FIT_MAX_M or not idle:
+    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m]):
         return cfg
     rows = -(-m // block_m)
     width = next((w for w in range(FIT_MIN_N[block_m], 257, 16) if rows * -(-n // w) <= sm_count), None)

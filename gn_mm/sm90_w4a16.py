@@ -13,6 +13,7 @@ from . import runtime, tma
 from .arch import Arch
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, kernel_group_size, variant_name
+from .sm90_config import leaves_idle
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -207,9 +208,9 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
             if g > tiles:
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
-        idle = tiles < STREAM_K_FILL * sm_count or sm_count < tiles < 1.5 * sm_count
         measured = config.block_m >= 128 and config.consumers > 1 and m <= STREAM_K_MAX_M  # where it was measured
-        if (not best[2] and not straddle and measured and idle and total >= MIN_STAGES_PER_SPLIT * sm_count
+        if (not best[2] and not straddle and measured and leaves_idle(tiles, sm_count, STREAM_K_FILL)
+                and total >= MIN_STAGES_PER_SPLIT * sm_count
                 and total * sm_count < 1 << 32
                 and max(cta_cost(b, sm_count, tiles, k_stages, True) for b in range(sm_count)) < best[0]):
             return sm_count, True

@@ -164,22 +164,17 @@ def test_wgmma_w4a16_schedule():
     # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
     assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
     # Larger two-consumer tiles straddle where whole ones leave SMs idle: 72 tiles of 128 x 128 (55%), 148 (a thin second
-    # round); not at 112 (85%), nor with one consumer (80 tiles of 128 x 64), nor where an aligned split fits (64 x 2).
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 9216, 64, 132) == (132, True)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 18944, 64, 132) == (132, True)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 14336, 64, 132) == (112, False)
-    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 5120, 64, 132) == (80, False)
-    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4096, 64, 132) == (128, True)
-    # ... and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
+    # round); not at 112 (85%), nor with one consumer (80 tiles of 128 x 64), nor where an aligned split fits (64 x 2);
+    # and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
     # tiles), where no aligned split fits (32 tiles split 4 ways), with two consumers (75 one-consumer tiles stay
     # whole), and for M <= 256 (144 tiles of 256 x 128 at M = 512 stay whole).
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 1, 132) == (2, False)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 256, 4, 132) == (2, False)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 18944, 1, 132) == (132, False)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 128, 4096, 64, 132) == (128, True)
-    assert sm90_w4a16.schedule(C(128, 1, 1, 8), 128, 4800, 64, 132) == (75, False)
-    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 512, 9216, 64, 132) == (132, False)
-    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 256, 9216, 64, 132) == (132, True)
+    wide, narrow, tall = C(128, 2, 1, 6), C(128, 1, 1, 8), C(256, 2, 1, 4)
+    for cfg, m, n, k_stages, want in [
+            (wide, 128, 9216, 64, (132, True)), (wide, 128, 18944, 64, (132, True)), (wide, 128, 14336, 64, (112, False)),
+            (narrow, 128, 5120, 64, (80, False)), (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)),
+            (wide, 128, 256, 4, (2, False)), (wide, 128, 18944, 1, (132, False)), (wide, 128, 4096, 64, (128, True)),
+            (narrow, 128, 4800, 64, (75, False)), (tall, 512, 9216, 64, (132, False)), (tall, 256, 9216, 64, (132, True))]:
+        assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
