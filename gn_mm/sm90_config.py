@@ -131,16 +131,25 @@ PAIR_MIN_FILL = 0.7
 # either way), a last round more than half full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x
 # 224 89.0), fit tiles narrower than 80 columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the
 # same count). Two row tiles share each weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336).
-# M <= 64 the same way with one 64-row block, from 48 columns and up to 80% busy: the decode tile (64 x 128, with K
-# splits, in clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same A/B, every changed
-# shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x
+# M <= 64 the same way with one 64-row block, from 48 columns (32 since, below) and up to 80% busy: the decode tile
+# (64 x 128, with K splits, in clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same
+# A/B, every changed shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x
 # 12288 x 14336 128.3 -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6
 # (59.6), 64 x 6144 x 14336 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 ->
 # 13.3 (14.2), 64 x 18944 x 4096 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
 # benchmarks/results/sm90_fit_tiles_h100.json.
 FIT_FILL, FIT_MAX_M = 0.8, 256
-FIT_IDLE = {64: 0.8, 128: 0.7}  # by the fit tile's rows
-FIT_MIN_N = {64: 48, 128: 80}  # the narrowest fit tile by its rows
+# Fourteenth session (H100, same method; benchmarks/results/sm90_fit_narrow_h100.json): 64 x 32 tiles at N = 3400-4224
+# (128 CTAs with the whole K, where the decode tile's 32 took a 4-way split in clusters, and 64 x 64 tiles at M = 33..64
+# a 2-way one): faster at every M <= 64 and K measured (4-32 KB), e4m3 16 x 4096 x 4096 9.47 -> 8.16 us (torch 8.74),
+# 64 x 4096 x 4096 10.84 -> 8.23 (9.12), s8 64 x 3072 x 4096 9.51 -> 7.16 (torch._int_mm 11.14), bf16 64 x 4096 x
+# 14336 47.68 -> 42.94 (47.06); at N = 2048-3072 (48-73% of the SMs) they lose past 8 KB of K (e4m3 16 x 2048 x 16384
+# 17.63 -> 22.72), which FIT_FILL keeps out. One 128-row block (M = 65..128) at 72.7% busy (96 tiles of 128 x 128 at
+# N = 12288): 128 x 96 tiles, bf16 128 x 12288 x 4096 40.96 -> 39.41 (39.38), e4m3 128 x 12288 x 8192 41.18 -> 39.74
+# (39.62), and bf16 128 x 12288 x 8192 94.0 -> 73.7 (73.6), where choose_splits had split the 96 tiles 4 ways through
+# the workspace (clusters of 4 do not fit). Two row blocks keep 0.7 (192 / 256 x 6144, above).
+FIT_IDLE = {64: 0.8, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
+FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
 
 
 @functools.lru_cache(maxsize=4096)
@@ -184,9 +193,9 @@ def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     fill at least FIT_FILL of it; else `cfg`. (`cfg`'s CTAs are counted before any K split.)"""
     ctas = cfg.tiles(m, n) * cfg.cluster_m
     block_m = 64 if m <= 64 else 128
-    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m]):
-        return cfg
     rows = -(-m // block_m)
+    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
+        return cfg
     width = next((w for w in range(FIT_MIN_N[block_m], 257, 16) if rows * -(-n // w) <= sm_count), None)
     if width is None or rows * -(-n // width) < FIT_FILL * sm_count:
         return cfg

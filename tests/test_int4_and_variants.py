@@ -108,12 +108,13 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     without rows: 16 x 28672 x 8192 bf16 took 192 us that way on an H200, 134 us with 64 x 128 tiles); no
     cluster without two row tiles to share B; 64-column tiles only for short K, or in pairs for two row tiles
     whose pairs fill most SMs without a K split."""
-    from gn_mm.sm90_config import NARROW, NARROW_MAX_K_BYTES, NARROW_PAIR, PAIR_MAX_K_BYTES, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, NARROW, NARROW_MAX_K_BYTES, NARROW_PAIR, PAIR_MAX_K_BYTES, choose_sm90
 
     for n in (1024, 4096, 14336, 28672, 57344):
         for m in (1, 16, 32):
             cfg = choose_sm90(m, n, 8192, 132)
-            assert (cfg.block_m, cfg.block_n, cfg.cluster_m) == (64, 128, 1), (m, n, cfg.name)
+            assert (cfg.block_m, cfg.cluster_m) == (64, 1), (m, n, cfg.name)
+            assert cfg.block_n == 128 or cfg in FIT_CONFIGS, (m, n, cfg.name)
         for m in (33, 64, 100, 128, 200, 300, 4096):
             cfg = choose_sm90(m, n, 8192, 132)
             assert cfg.cluster_m == 1 or -(-m // cfg.block_m) >= 2, (m, n, cfg.name)
@@ -142,8 +143,11 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(256, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c2"
     assert choose_sm90(16, 5120, 8192, 132).name == "sm90_64x48_s14_g8_c1"  # 40 decode tiles -> 107
     assert choose_sm90(64, 18944, 8192, 132).name == "sm90_64x144_s8_g8_c1"  # 74 of 128 x 256 -> 132
-    for m, n in ((128, 12288), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (16, 4096),
-                 (1, 2048), (32, 14336), (16, 28672), (64, 4096)):
+    for m in (1, 16, 64):  # 32 decode tiles (64 of 64 x 64 at M = 64, split K) -> 128 with the whole K
+        assert choose_sm90(m, 4096, 4096, 132).name == "sm90_64x32_s16_g8_c1"
+    assert choose_sm90(128, 12288, 16384, 132).name == "sm90_128x96_s6_g8_c1"  # one row block 72.7% busy -> 97%
+    for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (16, 3072),
+                 (1, 2048), (32, 14336), (16, 28672), (64, 3072)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
     for m in range(257, 1100, 37):  # past FIT_MAX_M the menu stands (fit would need clusters of 3+ row blocks)
