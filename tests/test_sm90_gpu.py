@@ -140,10 +140,10 @@ def test_whole_k_tiles_are_not_split():
 def test_decode_shapes_split_k_on_wgmma():
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
-    plan = api._plan(bf16, "bf16", 16, 4096, 8192, gpu, None, None)
+    plan = api._plan(bf16, "bf16", 16, 2048, 8192, gpu, None, None)
     assert plan.__class__.__module__ == "gn_mm.sm90_mm" and (plan.splits > 1 or plan.config.cluster_k > 1)
     f16acc = variants.find("f16", "f16", "f16")
-    assert api._plan(f16acc, "f16", 16, 4096, 8192, gpu, None, None).splits == 1
+    assert api._plan(f16acc, "f16", 16, 2048, 8192, gpu, None, None).splits == 1
 
 
 @pytest.mark.parametrize("cfg", SM90_CONFIGS, ids=[c.name for c in SM90_CONFIGS])
