@@ -165,6 +165,7 @@ class _Gpu:
     arch: Arch
     sm_count: int
     smem_limit: int
+    dram_tbs: float  # peak DRAM bandwidth, TB/s (the sm_90 heuristic's narrowest tiles depend on it)
 
 
 @functools.lru_cache(maxsize=None)
@@ -172,7 +173,8 @@ def _gpu(index: int) -> _Gpu:
     props = torch.cuda.get_device_properties(index)
     arch = Arch.of_device(index)
     return _Gpu(index, props.name, arch, props.multi_processor_count,
-                getattr(props, "shared_memory_per_block_optin", arch.smem_per_block()))
+                getattr(props, "shared_memory_per_block_optin", arch.smem_per_block()),
+                runtime.dram_bandwidth(index) / 1e12)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -184,7 +186,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if config in FAMILIES:
         config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
-        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count)
+        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs)
         cfg.check(gpu.smem_limit)
         device = torch.device("cuda", gpu.index)
         if splits is None and (cfg.cluster_k > 1 or (config is None and cfg in WHOLE_K)):

@@ -148,12 +148,27 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # N = 12288): 128 x 96 tiles, bf16 128 x 12288 x 4096 40.96 -> 39.41 (39.38), e4m3 128 x 12288 x 8192 41.18 -> 39.74
 # (39.62), and bf16 128 x 12288 x 8192 94.0 -> 73.7 (73.6), where choose_splits had split the 96 tiles 4 ways through
 # the workspace (clusters of 4 do not fit). Two row blocks keep 0.7 (192 / 256 x 6144, above).
+# On an H200 (4.8 TB/s; fifteenth session, benchmarks/results/sm90_fit_narrow_ab_h200.json, HEAD against the build
+# before, same method) the 64 x 32 tiles lost where the H100 gained: geomean 1.08-1.10x the time over the same 152
+# shapes, up to 1.43x at long K (tf32 1 x 3584 x 7168 27.2 -> 38.1 us); with 4 KB of weight per stage, 16 stages
+# keep too few bytes in flight for the faster memory. 64 x 48 is the narrowest there (as before that session).
 FIT_IDLE = {64: 0.8, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
-FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
+FIT_MIN_N = {64: ((4.0, 48), (0.0, 32)), 128: ((0.0, 80),)}  # the narrowest fit tile by its rows: (DRAM TB/s, width)
+# Two 128-row blocks whose menu tile makes a thin second round and whose one-round fit would be wider than 256 (N of
+# ~16.9-25.3 K): tiles for two full rounds instead. H200, forced widths (fifteenth session,
+# benchmarks/results/sm90_width_sweep_h200.json; us, 148 CTAs of 128 x 256 -> 264 of 128 x 144; torch): bf16 256 x
+# 18944 x 14336 317.9 -> 210.6 (195.4), 192 x 18944 x 4096 99.3 -> 63.3 (56.8); e4m3 256 x 18944 x 14336 160.6 ->
+# 113.4 (107.9), 192 x 18944 x 4096 47.2 -> 36.6 (31.2). Narrower tiles in three rounds (96 columns) were 5-10%
+# slower than 144, wider ones in two rounds slower by their width.
+FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile may make, by the rows it covers
+
+
+def fit_min_n(block_m: int, dram_tbs: float) -> int:
+    return next(w for tbs, w in FIT_MIN_N[block_m] if dram_tbs >= tbs)
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
+def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
     """Decode (M <= 32): 64 x 128 tiles, split-K filling the GPU when they are too few. Otherwise the largest
     tile whose real tiles give every SM one (128-row tiles only for M > 64, 2-CTA clusters only over two or
     more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small
@@ -162,22 +177,22 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config:
     36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with 64-column tiles only for short K
     (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
     SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
-    the menu's leave many idle)."""
+    the menu's leave many idle). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
     if m <= 32:
-        return fit(DECODE, m, n, sm_count)
+        return fit(DECODE, m, n, sm_count, dram_tbs)
     if m > 64:
         for cfg in LARGE:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
-                return fit(cfg, m, n, sm_count)
+                return fit(cfg, m, n, sm_count, dram_tbs)
     pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= tiles(NARROW_PAIR) <= sm_count
     narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
     candidates = LARGE + (DECODE,) + narrow
     return fit(min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
-                                                -cfg.block_n, cfg.block_m)), m, n, sm_count)
+                                                -cfg.block_n, cfg.block_m)), m, n, sm_count, dram_tbs)
 
 
 def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
@@ -186,24 +201,30 @@ def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
     return ctas < busy * sm_count or sm_count < ctas < 1.5 * sm_count
 
 
-def fit(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
+def fit(cfg: Sm90Config, m: int, n: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
     """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
     second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
-    2-CTA cluster over two of them) with the fewest columns, at least FIT_MIN_N, whose CTAs fit in one round and
-    fill at least FIT_FILL of it; else `cfg`. (`cfg`'s CTAs are counted before any K split.)"""
+    2-CTA cluster over two of them) with the fewest columns, at least FIT_MIN_N, whose CTAs fit in one round (two
+    rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. (`cfg`'s
+    CTAs are counted before any K split.)"""
     ctas = cfg.tiles(m, n) * cfg.cluster_m
     block_m = 64 if m <= 64 else 128
     rows = -(-m // block_m)
     if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
         return cfg
-    width = next((w for w in range(FIT_MIN_N[block_m], 257, 16) if rows * -(-n // w) <= sm_count), None)
-    if width is None or rows * -(-n // width) < FIT_FILL * sm_count:
+    for rounds in range(1, FIT_ROUNDS[block_m * rows] + 1):
+        width = next((w for w in range(fit_min_n(block_m, dram_tbs), 257, 16)
+                      if rows * -(-n // w) <= rounds * sm_count), None)
+        if width is not None:
+            break
+    if width is None or rows * -(-n // width) < FIT_FILL * rounds * sm_count:
         return cfg
     return deepest(block_m, width, rows)
 
 
 # Every tile `fit` can return (compiled and checked by the offline tests).
-FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
+FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2))
+                    for w in range(min(width for _, width in FIT_MIN_N[bm]), 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
 # Tiles the heuristic picks to fill one round of the SMs with the whole K in each CTA: it never splits them (that is
 # how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).

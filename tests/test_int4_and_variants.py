@@ -133,8 +133,8 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
 
 def test_fit_tiles_fill_one_round_of_the_sms():
     """M <= 256 where the menu's tiles left SMs idle or made a thin second round: tiles just wide enough for one
-    round (128-row ones in pairs over two row tiles); unchanged where the SMs were mostly busy or a second round
-    mostly full, and for larger M."""
+    round (128-row ones in pairs over two row tiles; two rounds for those where one cannot hold them); unchanged
+    where the SMs were mostly busy or a second round mostly full, and for larger M."""
     from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, choose_sm90
 
     assert choose_sm90(128, 11008, 8192, 132).name == "sm90_128x96_s6_g8_c1"  # 86 -> 115 CTAs
@@ -145,6 +145,15 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(64, 18944, 8192, 132).name == "sm90_64x144_s8_g8_c1"  # 74 of 128 x 256 -> 132
     for m in (1, 16, 64):  # 32 decode tiles (64 of 64 x 64 at M = 64, split K) -> 128 with the whole K
         assert choose_sm90(m, 4096, 4096, 132).name == "sm90_64x32_s16_g8_c1"
+        # not on a GPU with faster memory (an H200: 64 x 32 tiles lost there), where 64 x 48 is the narrowest
+        assert choose_sm90(m, 4096, 4096, 132, 4.8) not in FIT_CONFIGS
+        assert choose_sm90(m, 5120, 4096, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
+    # two row blocks past a one-round fit (a thin second round of 128 x 256 pairs): two full rounds of narrower pairs
+    for m in (129, 192, 256):
+        assert choose_sm90(m, 18944, 8192, 132).name == "sm90_128x144_s5_g8_c2"  # 148 CTAs -> 2 x 132
+    assert choose_sm90(256, 25000, 8192, 132).name == "sm90_128x192_s4_g8_c2"
+    assert choose_sm90(256, 28672, 8192, 132).name == "sm90_128x256_s4_g8_c2"  # 1.7 rounds: not thin
+    assert choose_sm90(128, 40000, 8192, 132).name == "sm90_128x256_s4_g8_c1"  # one row block: never measured
     assert choose_sm90(128, 12288, 16384, 132).name == "sm90_128x96_s6_g8_c1"  # one row block 72.7% busy -> 97%
     for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (16, 3072),
                  (1, 2048), (32, 14336), (16, 28672), (64, 3072)):
