@@ -150,10 +150,14 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # the workspace (clusters of 4 do not fit). Two row blocks keep 0.7 (192 / 256 x 6144, above).
 # On an H200 (4.8 TB/s; fifteenth session, benchmarks/results/sm90_fit_narrow_ab_h200.json, HEAD against the build
 # before, same method) the 64 x 32 tiles lost where the H100 gained: geomean 1.08-1.10x the time over the same 152
-# shapes, up to 1.43x at long K (tf32 1 x 3584 x 7168 27.2 -> 38.1 us); with 4 KB of weight per stage, 16 stages
-# keep too few bytes in flight for the faster memory. 64 x 48 is the narrowest there (as before that session).
+# shapes, up to 1.43x at long K (tf32 1 x 3584 x 7168 27.2 -> 38.1 us); with 4 KB of weight per stage, 16 stages keep
+# too few bytes in flight for the faster memory. Only at 4 KB of K did they still win there (e4m3 64 x 4096 x 4096
+# 7.7 us against 9.6 for 64 x 64 tiles split in clusters, s8 7.2 / 8.4; M = 1-16 within -7..+9%; past it, e.g. e4m3
+# 16 x 3584 x 14336 20.9 / 16.4, `sm90_fit_two_rounds_ab_h200.json`). So from 4 TB/s of DRAM bandwidth and past 4 KB
+# of K, 64-row fit tiles start at 48 columns (as before that session).
 FIT_IDLE = {64: 0.8, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
-FIT_MIN_N = {64: ((4.0, 48), (0.0, 32)), 128: ((0.0, 80),)}  # the narrowest fit tile by its rows: (DRAM TB/s, width)
+FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
+FIT_MIN_N_FAST_DRAM = (4.0, 4096, 48)  # (TB/s, K bytes, width): 64 rows at least `width` wide from TB/s past K bytes
 # Two 128-row blocks whose menu tile makes a thin second round and whose one-round fit would be wider than 256 (N of
 # ~16.9-25.3 K): tiles for two full rounds instead. H200, forced widths (fifteenth session,
 # benchmarks/results/sm90_width_sweep_h200.json; us, 148 CTAs of 128 x 256 -> 264 of 128 x 144; torch): bf16 256 x
@@ -163,8 +167,9 @@ FIT_MIN_N = {64: ((4.0, 48), (0.0, 32)), 128: ((0.0, 80),)}  # the narrowest fit
 FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile may make, by the rows it covers
 
 
-def fit_min_n(block_m: int, dram_tbs: float) -> int:
-    return next(w for tbs, w in FIT_MIN_N[block_m] if dram_tbs >= tbs)
+def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
+    tbs, k_max, width = FIT_MIN_N_FAST_DRAM
+    return width if block_m == 64 and dram_tbs >= tbs and k_bytes > k_max else FIT_MIN_N[block_m]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -182,17 +187,17 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
         return cfg.tiles(m, n) * cfg.cluster_m
 
     if m <= 32:
-        return fit(DECODE, m, n, sm_count, dram_tbs)
+        return fit(DECODE, m, n, k_bytes, sm_count, dram_tbs)
     if m > 64:
         for cfg in LARGE:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
-                return fit(cfg, m, n, sm_count, dram_tbs)
+                return fit(cfg, m, n, k_bytes, sm_count, dram_tbs)
     pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= tiles(NARROW_PAIR) <= sm_count
     narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
     candidates = LARGE + (DECODE,) + narrow
     return fit(min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
-                                                -cfg.block_n, cfg.block_m)), m, n, sm_count, dram_tbs)
+                                                -cfg.block_n, cfg.block_m)), m, n, k_bytes, sm_count, dram_tbs)
 
 
 def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
@@ -201,7 +206,7 @@ def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
     return ctas < busy * sm_count or sm_count < ctas < 1.5 * sm_count
 
 
-def fit(cfg: Sm90Config, m: int, n: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
+def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
     """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
     second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
     2-CTA cluster over two of them) with the fewest columns, at least FIT_MIN_N, whose CTAs fit in one round (two
@@ -213,7 +218,7 @@ def fit(cfg: Sm90Config, m: int, n: int, sm_count: int, dram_tbs: float = 3.35) 
     if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
         return cfg
     for rounds in range(1, FIT_ROUNDS[block_m * rows] + 1):
-        width = next((w for w in range(fit_min_n(block_m, dram_tbs), 257, 16)
+        width = next((w for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)
                       if rows * -(-n // w) <= rounds * sm_count), None)
         if width is not None:
             break
@@ -223,8 +228,7 @@ def fit(cfg: Sm90Config, m: int, n: int, sm_count: int, dram_tbs: float = 3.35) 
 
 
 # Every tile `fit` can return (compiled and checked by the offline tests).
-FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2))
-                    for w in range(min(width for _, width in FIT_MIN_N[bm]), 257, 16)
+FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
 # Tiles the heuristic picks to fill one round of the SMs with the whole K in each CTA: it never splits them (that is
 # how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).

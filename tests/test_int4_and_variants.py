@@ -145,9 +145,11 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(64, 18944, 8192, 132).name == "sm90_64x144_s8_g8_c1"  # 74 of 128 x 256 -> 132
     for m in (1, 16, 64):  # 32 decode tiles (64 of 64 x 64 at M = 64, split K) -> 128 with the whole K
         assert choose_sm90(m, 4096, 4096, 132).name == "sm90_64x32_s16_g8_c1"
-        # not on a GPU with faster memory (an H200: 64 x 32 tiles lost there), where 64 x 48 is the narrowest
-        assert choose_sm90(m, 4096, 4096, 132, 4.8) not in FIT_CONFIGS
-        assert choose_sm90(m, 5120, 4096, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
+        # on a GPU with faster memory (an H200) only up to 4 KB of K; past it 64 x 48 is the narrowest
+        assert choose_sm90(m, 4096, 4096, 132, 4.8).name == "sm90_64x32_s16_g8_c1"
+        assert choose_sm90(m, 4096, 4097, 132, 4.8) not in FIT_CONFIGS
+        assert choose_sm90(m, 4096, 4097, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
+        assert choose_sm90(m, 5120, 8192, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
     # two row blocks past a one-round fit (a thin second round of 128 x 256 pairs): two full rounds of narrower pairs
     for m in (129, 192, 256):
         assert choose_sm90(m, 18944, 8192, 132).name == "sm90_128x144_s5_g8_c2"  # 148 CTAs -> 2 x 132
