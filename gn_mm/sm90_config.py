@@ -163,8 +163,21 @@ FIT_MIN_N_FAST_DRAM = (4.0, 4096, 48)  # (TB/s, K bytes, width): 64 rows at leas
 # benchmarks/results/sm90_width_sweep_h200.json; us, 148 CTAs of 128 x 256 -> 264 of 128 x 144; torch): bf16 256 x
 # 18944 x 14336 317.9 -> 210.6 (195.4), 192 x 18944 x 4096 99.3 -> 63.3 (56.8); e4m3 256 x 18944 x 14336 160.6 ->
 # 113.4 (107.9), 192 x 18944 x 4096 47.2 -> 36.6 (31.2). Narrower tiles in three rounds (96 columns) were 5-10%
-# slower than 144, wider ones in two rounds slower by their width.
+# slower than 144, wider ones in two rounds slower by their width. A/B against the build before (H100, 96 shapes of M =
+# 129-256 x N = 17408-24576, bf16 / e4m3 / s8 / tf32, `sm90_fit_two_rounds_ab_h100.json`): geomean 0.763x the time,
+# none slower (H200: 0.726x over the same 96).
 FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile may make, by the rows it covers
+# M > 256 (`balance`): the menu picks 128 x 256 pairs or 128 x 128 tiles whatever the tile count, and a last round of a
+# few tiles costs a whole round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs). A survey of M = 384-1536 x N = 2048-
+# 28672 (H100, graph replay, fifteenth session, `sm90_survey_h100.json`) had gn_mm at 0.75-0.87x torch (geomean per
+# M; 0.57x at bf16 768 x 3072 x 14336). Tiles 144-192 wide that even out the rounds, A/B against the build before in
+# one process (`sm90_balance_ab_h100.json`, 165 changed shapes of M = 320-3072, bf16 / e4m3 / tf32): geomean 0.777x
+# the time, none slower; peer / ours bf16 0.72 -> 0.94, e4m3 0.74 -> 0.92, tf32 0.91 -> 1.23; e.g. bf16 768 x 3072 x
+# 14336 154 -> 90 us (torch 88). Measured and left out: 96 columns (1.03-1.13x the time) and 208-240 (224 x 14336 at
+# K = 4096 1.13x), which write their output without TMA stores; 128 / 256-column tiles with fewer CTAs than SMs (4-9%
+# faster with the whole K, but choose_splits splits such menu tiles: 640 x 5120 x 14336 5 ways, 1.13x).
+BALANCE_WIDTHS = (128, 144, 160, 176, 192, 256)  # `balance`'s tiles
+BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
@@ -186,18 +199,21 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
+    def done(cfg):
+        return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count)
+
     if m <= 32:
-        return fit(DECODE, m, n, k_bytes, sm_count, dram_tbs)
+        return done(DECODE)
     if m > 64:
         for cfg in LARGE:
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
-                return fit(cfg, m, n, k_bytes, sm_count, dram_tbs)
+                return done(cfg)
     pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= tiles(NARROW_PAIR) <= sm_count
     narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
     candidates = LARGE + (DECODE,) + narrow
-    return fit(min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
-                                                -cfg.block_n, cfg.block_m)), m, n, k_bytes, sm_count, dram_tbs)
+    return done(min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
+                                                 -cfg.block_n, cfg.block_m)))
 
 
 def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
@@ -225,6 +241,21 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     if width is None or rows * -(-n // width) < FIT_FILL * rounds * sm_count:
         return cfg
     return deepest(block_m, width, rows)
+
+
+def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
+    """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns (in 2-CTA clusters when the row tiles pair up
+    evenly) whose busiest SM does the least work, counted as rounds of the SMs x (block_n + BALANCE_COST), the wider
+    on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work."""
+    rows = -(-m // 128)
+
+    def work(c):
+        return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST)
+
+    # Menu tiles (128, 256 columns) only where they fill a round: fewer, choose_splits would split their K.
+    best = min((c for w in BALANCE_WIDTHS if (c := deepest(128, w, 2 if rows % 2 == 0 else 1)) in FIT_CONFIGS
+                or c.tiles(m, n) * c.cluster_m >= sm_count), key=lambda c: (work(c), -c.block_n))
+    return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 
 # Every tile `fit` can return (compiled and checked by the offline tests).

@@ -157,13 +157,29 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(256, 28672, 8192, 132).name == "sm90_128x256_s4_g8_c2"  # 1.7 rounds: not thin
     assert choose_sm90(128, 40000, 8192, 132).name == "sm90_128x256_s4_g8_c1"  # one row block: never measured
     assert choose_sm90(128, 12288, 16384, 132).name == "sm90_128x96_s6_g8_c1"  # one row block 72.7% busy -> 97%
-    for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (512, 11008), (16, 3072),
+    for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (16, 3072),
                  (1, 2048), (32, 14336), (16, 28672), (64, 3072)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
-    for m in range(257, 1100, 37):  # past FIT_MAX_M the menu stands (fit would need clusters of 3+ row blocks)
+
+
+def test_balance_evens_out_the_rounds_past_fit():
+    """M > FIT_MAX_M: 128-row tiles of 144-192 columns where the menu's tiles make a thin last round (768 x 3072:
+    144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where it is as good, as at
+    the squares and the LLM benchmark's M = 4096."""
+    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90
+
+    assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c2"
+    assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # three row tiles: no pairs
+    assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c2"  # 144 of 128 x 256 -> 264, 2 rounds
+    assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c2"
+    for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (640, 5120)):
+        assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
+    for m in range(257, 1100, 37):
         for n in range(1024, 40000, 3000):
-            assert choose_sm90(m, n, 8192, 132) in SM90_CONFIGS, (m, n)
+            cfg = choose_sm90(m, n, 8192, 132)
+            assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS, (m, n, cfg.name)
+            assert cfg.cluster_m == 1 or -(-m // 128) % 2 == 0 or cfg in SM90_CONFIGS, (m, n, cfg.name)
     for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)

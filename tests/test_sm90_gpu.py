@@ -137,6 +137,22 @@ def test_whole_k_tiles_are_not_split():
     _check(c, a64 @ w64.t(), "bf16")
 
 
+def test_balanced_tiles_past_fit():
+    """M > 256 where the menu's tiles would make a thin last round: `balance`'s tiles (pairs over an even number of
+    row tiles, alone over an odd one), ragged in M and N, with the whole K, against float64."""
+    gpu = api._gpu(torch.cuda.current_device())
+    bf16 = variants.find("bf16", "bf16", "f32")
+    dev = torch.device("cuda")
+    for m, n, k, cluster in ((700, 3000, 1000, 2), (383, 6100, 1000, 1), (1500, 3000, 2000, 2)):
+        plan = api._plan(bf16, "bf16", m, n, k * 2, gpu, None, None)
+        assert plan.config in FIT_CONFIGS and plan.config.cluster_m == cluster and plan.splits == 1, (m, n, k)
+        a, a64 = _rand(BY_NAME["bf16"], m, k, dev)
+        w, w64 = _rand(BY_NAME["bf16"], n, k, dev)
+        c = _poison(m, n, torch.bfloat16, dev)
+        gn_mm.mm(a, w.t(), out=c)
+        _check(c, a64 @ w64.t(), "bf16")
+
+
 def test_decode_shapes_split_k_on_wgmma():
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
