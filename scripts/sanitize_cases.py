@@ -45,6 +45,13 @@ for v in variants.MMA_SYNC:
             a4, w4 = torch.cat([a] * reps, dim=1), torch.cat([w] * reps, dim=1)
             for cfg in SPLIT_CLUSTERS:
                 gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
+# `balance`'s tiles past M = 256 as the heuristic picks them: pairs over ragged row tiles, lone tiles over an odd
+# number of them, persistent CTAs that take a second tile.
+if hopper:
+    for m, n in ((1500, 3000), (700, 3000), (383, 6100)):
+        a = torch.randn(m, 200, device=dev).bfloat16()
+        w = torch.randn(n, 200, device=dev).bfloat16()
+        gn_mm.mm(a, w.t())
 # The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
 # registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.
 for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):
