@@ -165,7 +165,7 @@ class _Gpu:
     arch: Arch
     sm_count: int
     smem_limit: int
-    dram_tbs: float  # peak DRAM bandwidth, TB/s (the sm_90 heuristic's narrowest tiles depend on it)
+    dram_tbs: float  # peak DRAM bandwidth, TB/s, on sm_90 (its heuristic's narrowest tiles depend on it), else 0
 
 
 @functools.lru_cache(maxsize=None)
@@ -174,7 +174,7 @@ def _gpu(index: int) -> _Gpu:
     arch = Arch.of_device(index)
     return _Gpu(index, props.name, arch, props.multi_processor_count,
                 getattr(props, "shared_memory_per_block_optin", arch.smem_per_block()),
-                runtime.dram_bandwidth(index) / 1e12)
+                runtime.dram_bandwidth(index) / 1e12 if arch.cc == 90 else 0.0)  # only sm_90's heuristic reads it
 
 
 @functools.lru_cache(maxsize=4096)

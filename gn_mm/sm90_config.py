@@ -153,11 +153,15 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # shapes, up to 1.43x at long K (tf32 1 x 3584 x 7168 27.2 -> 38.1 us); with 4 KB of weight per stage, 16 stages keep
 # too few bytes in flight for the faster memory. Only at 4 KB of K did they still win there (e4m3 64 x 4096 x 4096
 # 7.7 us against 9.6 for 64 x 64 tiles split in clusters, s8 7.2 / 8.4; M = 1-16 within -7..+9%; past it, e.g. e4m3
-# 16 x 3584 x 14336 20.9 / 16.4, `sm90_fit_two_rounds_ab_h200.json`). So from 4 TB/s of DRAM bandwidth and past 4 KB
+# 16 x 3584 x 14336 20.9 / 16.4, `sm90_fit_two_rounds_ab_h200.json`). So from 4.4 TB/s of DRAM bandwidth and past 4 KB
 # of K, 64-row fit tiles start at 48 columns (as before that session).
 FIT_IDLE = {64: 0.8, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
 FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
-FIT_MIN_N_FAST_DRAM = (4.0, 4096, 48)  # (TB/s, K bytes, width): 64 rows at least `width` wide from TB/s past K bytes
+# Where a heuristic differs by DRAM bandwidth (here and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and the H200
+# (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which keeps
+# the H100 rules.
+FAST_DRAM_TBS = 4.4
+FIT_MIN_N_FAST_DRAM = (4096, 48)  # (K bytes, width): 64 rows at least `width` wide on fast DRAM past K bytes
 # Two 128-row blocks whose menu tile makes a thin second round and whose one-round fit would be wider than 256 (N of
 # ~16.9-25.3 K): tiles for two full rounds instead. H200, forced widths (fifteenth session,
 # benchmarks/results/sm90_width_sweep_h200.json; us, 148 CTAs of 128 x 256 -> 264 of 128 x 144; torch): bf16 256 x
@@ -181,8 +185,8 @@ BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
-    tbs, k_max, width = FIT_MIN_N_FAST_DRAM
-    return width if block_m == 64 and dram_tbs >= tbs and k_bytes > k_max else FIT_MIN_N[block_m]
+    k_max, width = FIT_MIN_N_FAST_DRAM
+    return width if block_m == 64 and dram_tbs >= FAST_DRAM_TBS and k_bytes > k_max else FIT_MIN_N[block_m]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -195,7 +199,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with 64-column tiles only for short K
     (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
     SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
-    the menu's leave many idle). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`)."""
+    the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
+    144-192 wide where the menu's would make a thin last round). dram_tbs: the GPU's peak DRAM bandwidth in TB/s
+    (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
@@ -225,7 +231,7 @@ def leaves_idle(ctas: int, sm_count: int, busy: float) -> bool:
 def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
     """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
     second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
-    2-CTA cluster over two of them) with the fewest columns, at least FIT_MIN_N, whose CTAs fit in one round (two
+    2-CTA cluster over two of them) with the fewest columns, at least `fit_min_n`, whose CTAs fit in one round (two
     rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. (`cfg`'s
     CTAs are counted before any K split.)"""
     ctas = cfg.tiles(m, n) * cfg.cluster_m
@@ -246,7 +252,8 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
 def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns (in 2-CTA clusters when the row tiles pair up
     evenly) whose busiest SM does the least work, counted as rounds of the SMs x (block_n + BALANCE_COST), the wider
-    on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work."""
+    on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work. The work model counts columns only: `cfg` is
+    always a 128-row menu tile here (M > 256 never takes the 64-row ones), as are the candidates."""
     rows = -(-m // 128)
 
     def work(c):
@@ -258,11 +265,11 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 
-# Every tile `fit` can return (compiled and checked by the offline tests).
+# Every tile `fit` or `balance` can return beside the menu's (compiled and checked by the offline tests).
 FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
-# Tiles the heuristic picks to fill one round of the SMs with the whole K in each CTA: it never splits them (that is
-# how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).
+# Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
+# splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
 
 

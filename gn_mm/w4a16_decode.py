@@ -13,6 +13,7 @@ from . import runtime
 from .arch import Arch
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, INSTR, variant_name
+from .sm90_config import FAST_DRAM_TBS
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -102,7 +103,7 @@ MAX_N = 8192
 # keeps up to 3 rows on the large weights too (14336 x 4096 M = 3 12.4 against 13.65, 8192 x 8192 13.9 / 15.05; M = 4
 # 13.5 / 13.65 and 15.5 / 15.0), 4 at 4096 x 4096 (6.7 / 7.0), 6 at 4096 x 2048 (5.4 / 5.6).
 # benchmarks/results/w4a16_decode_vs_wgmma_h100.json (and its h200 entries).
-WGMMA_MAX_M = ((4.0, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 62, 3))),
+WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 62, 3))),
                (0.0, ((1 << 22, 8), (1 << 23, 4), (1 << 24, 3), (1 << 62, 1))))
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs

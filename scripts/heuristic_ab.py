@@ -14,6 +14,7 @@ shapes.json: {"rows": [{"dtype": "bf16", "m": 768, "n": 3072, "k": 14336}, ...]}
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
@@ -30,6 +31,8 @@ def main() -> None:
     from gn_mm import bench as nb, sm90_mm
     from gn_mm_base import bench as base_bench, sm90_mm as base_sm90
     from gn_mm.timing import graph_time, rotation_sets
+    # gn_mm must be the working tree (PYTHONPATH), gn_mm_base the build under --base
+    assert not os.path.abspath(nb.__file__).startswith(os.path.abspath(args.base)), nb.__file__
 
     picked = {}  # the config, splits and grid of each build's last plan
 
@@ -49,6 +52,7 @@ def main() -> None:
     t0 = time.time()
     for i, r in enumerate(json.load(open(args.shapes))["rows"]):
         dt, m, n, k = r["dtype"], r["m"], r["n"], r["k"]
+        picked.clear()  # a row whose plan was cached shows None rather than the row before's config
         new, old = nb.CASES[dt], base_bench.CASES[dt]
         first = new.make(m, n, k, "cuda")
         sets = [first] + [new.make(m, n, k, "cuda") for _ in range(rotation_sets(nb._nbytes(first), "cuda") - 1)]
