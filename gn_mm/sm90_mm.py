@@ -69,10 +69,11 @@ class Plan:
         partial = workspace if workspace is not None else partials(self.acc, self.splits, m, n, c)
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride, rows of
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
-        # padding, found by tests/test_fuzz_gpu.py) and the tile is whole 128-byte chunks wide.
+        # padding, found by tests/test_fuzz_gpu.py) and the tile holds a whole 128-byte chunk (the kernel stores
+        # columns past its last whole chunk directly).
         item = c.element_size()
         c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0
-                    and (cfg.block_n * item) % 128 == 0)
+                    and cfg.block_n * item >= 128)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
