@@ -250,17 +250,16 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
 
 
 def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
-    """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns (in 2-CTA clusters when the row tiles pair up
-    evenly) whose busiest SM does the least work, counted as rounds of the SMs x (block_n + BALANCE_COST), the wider
-    on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work. The work model counts columns only: `cfg` is
-    always a 128-row menu tile here (M > 256 never takes the 64-row ones), as are the candidates."""
-    rows = -(-m // 128)
-
+    """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns, without clusters (at these M every width
+    measured as fast alone as in pairs, or faster), whose busiest SM does the least work, counted as rounds of the
+    SMs x (block_n + BALANCE_COST), the wider on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work.
+    The work model counts columns only: `cfg` is always a 128-row menu tile here (M > 256 never takes the 64-row
+    ones), as are the candidates."""
     def work(c):
         return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST)
 
     # Menu tiles (128, 256 columns) only where they fill a round: fewer, choose_splits would split their K.
-    best = min((c for w in BALANCE_WIDTHS if (c := deepest(128, w, 2 if rows % 2 == 0 else 1)) in FIT_CONFIGS
+    best = min((c for w in BALANCE_WIDTHS if (c := deepest(128, w)) in FIT_CONFIGS
                 or c.tiles(m, n) * c.cluster_m >= sm_count), key=lambda c: (work(c), -c.block_n))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 

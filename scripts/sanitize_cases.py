@@ -38,15 +38,15 @@ for v in variants.MMA_SYNC:
         if hopper:  # the mma.sync kernel with its TMA-filled ring
             gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
     if hopper:  # int4 too: unpacked to int8 for the s8 wgmma when a wgmma config is given
-        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5]:  # and a sample of the fit tiles (direct stores, pairs)
+        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5]:  # and a sample of the fit tiles (chunk tails, pairs)
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
         if v.acc != "f16" and v.a not in ("s4", "u4"):  # K split in clusters of 2-8 CTAs: 16+ K steps
             reps = 16 // a.element_size() if a.element_size() < 4 else 8
             a4, w4 = torch.cat([a] * reps, dim=1), torch.cat([w] * reps, dim=1)
             for cfg in SPLIT_CLUSTERS:
                 gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
-# `balance`'s tiles past M = 256 as the heuristic picks them: pairs over ragged row tiles, lone tiles over an odd
-# number of them, persistent CTAs that take a second tile.
+# `balance`'s tiles past M = 256 as the heuristic picks them: ragged row tiles, chunk tails stored directly,
+# persistent CTAs that take a second tile.
 if hopper:
     for m, n in ((1500, 3000), (700, 3000), (383, 6100)):
         a = torch.randn(m, 200, device=dev).bfloat16()

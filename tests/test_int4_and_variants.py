@@ -166,22 +166,23 @@ def test_fit_tiles_fill_one_round_of_the_sms():
 
 
 def test_balance_evens_out_the_rounds_past_fit():
-    """M > FIT_MAX_M: 128-row tiles of 144-192 columns where the menu's tiles make a thin last round (768 x 3072:
-    144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where it is as good, as at
-    the squares and the LLM benchmark's M = 4096."""
+    """M > FIT_MAX_M: 128-row tiles of 144-192 columns, without clusters, where the menu's tiles make a thin last
+    round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
+    it is as good, as at the squares and the LLM benchmark's M = 4096."""
     from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90
 
-    assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c2"
-    assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # three row tiles: no pairs
-    assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c2"  # 144 of 128 x 256 -> 264, 2 rounds
-    assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c2"
+    assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
+    assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
+    assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 144 of 128 x 256 -> 264, 2 rounds
+    assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c1"
+    assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x128_s6_g8_c1"  # 224 of 128 x 256 pairs -> 392, 3
     for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (640, 5120)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
         for n in range(1024, 40000, 3000):
             cfg = choose_sm90(m, n, 8192, 132)
             assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS, (m, n, cfg.name)
-            assert cfg.cluster_m == 1 or -(-m // 128) % 2 == 0 or cfg in SM90_CONFIGS, (m, n, cfg.name)
+            assert cfg.cluster_m == 1 or cfg in SM90_CONFIGS, (m, n, cfg.name)
     for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)
