@@ -180,7 +180,11 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # 14336 154 -> 90 us (torch 88). Measured and left out: 96 columns (1.03-1.13x the time) and 208-240 (224 x 14336 at
 # K = 4096 1.13x), which write their output without TMA stores; 128 / 256-column tiles with fewer CTAs than SMs (4-9%
 # faster with the whole K, but choose_splits splits such menu tiles: 640 x 5120 x 14336 5 ways, 1.13x).
-BALANCE_WIDTHS = (128, 144, 160, 176, 192, 256)  # `balance`'s tiles
+# Sixteenth session (H100, NOTES sm90 41): once every width stores whole 128-byte chunks through TMA, lone tiles beat
+# pairs at these M (`sm90_balance_c1_ab_h100.json`: 63 shapes 0.961x, worst +1.8%), and 80-112 columns replace 128 x
+# 128 menu tiles that leave a round part-empty or were split (`sm90_balance_narrow_ab_h100.json`: 56 shapes 0.879x,
+# worst +3.1%; bf16 384 x 3072 x 4096 29.3 -> 19.7 us, torch 18.0); 64-row menu tiles stay (128 x 80 lost up to 2.3x).
+BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 256)  # `balance`'s tiles
 BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
 
 
@@ -253,8 +257,11 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns, without clusters (at these M every width
     measured as fast alone as in pairs, or faster), whose busiest SM does the least work, counted as rounds of the
     SMs x (block_n + BALANCE_COST), the wider on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work.
-    The work model counts columns only: `cfg` is always a 128-row menu tile here (M > 256 never takes the 64-row
-    ones), as are the candidates."""
+    The work model counts columns only, so only a 128-row menu tile is replaced (M > 256 at small N can take 64 x
+    128 tiles, which 128 x 80 ones lost to by up to 2.3x)."""
+    if cfg.block_m != 128:
+        return cfg
+
     def work(c):
         return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST)
 

@@ -176,6 +176,8 @@ def test_balance_evens_out_the_rounds_past_fit():
     assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 144 of 128 x 256 -> 264, 2 rounds
     assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c1"
     assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x128_s6_g8_c1"  # 224 of 128 x 256 pairs -> 392, 3
+    assert choose_sm90(384, 3072, 8192, 132).name == "sm90_128x80_s7_g8_c1"  # 72 of 128 x 128, split 3 ways -> 117
+    assert choose_sm90(384, 2048, 8192, 132).name == "sm90_64x128_s8_g8_c1"  # 64-row menu tiles stay
     for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (640, 5120)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
