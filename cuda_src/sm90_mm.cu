@@ -115,22 +115,23 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
 }
 
 // One consumer's 64 x BLOCK_N results through shared memory and TMA stores (the host checked that C suits a
-// tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned); `first`: nothing of this
-// consumer is in flight yet. Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
+// tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned), taken in turn by every chunk this
+// consumer stores, across tiles (`issued`: its chunks so far; restarting the turn at each tile let a tile of an odd
+// chunk count refill the buffer its last chunk's store was still reading). Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
 // the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
 // COLS: per-column scales or a bias to apply. Without them (plain and per-tensor / per-row scaled outputs) a value
 // costs one multiply, a pack and half a store: the general form's column loads and clamps made the epilogue ~1,600
 // instructions per warp and tile, ~10% of a 4096^3 bf16 kernel with the tensor cores idle (NOTES sm90 30).
 template <bool COLS, class Ep>
 GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0,
-                              int c, int t, int row_base, int col_base, bool first) {
+                              int c, int t, int row_base, int col_base, int& issued) {
   const int warp = t / 32, lane = t % 32;
   const int r0 = warp * 16 + lane / 4;  // rows r0 and r0 + 8 of the 64
   const float s_r0 = ep.row_scale(row_base + r0), s_r1 = ep.row_scale(row_base + r0 + 8);
 #pragma unroll
   for (int q = 0; q < CHUNKS; ++q) {
-    const u32 buf = buf0 + (q % 2) * CHUNK_BYTES;
-    if (!first || q >= 2) {  // the store issued from this buffer two chunks ago must have read it
+    const u32 buf = buf0 + (issued % 2) * CHUNK_BYTES;
+    if (issued >= 2) {  // the store issued from this buffer two chunks ago must have read it
       if (t == 0) bulk_wait_read<1>();
       named_barrier(1 + c, 128);
     }
@@ -167,6 +168,7 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
       tma_store_2d(map_c, buf, (col_base + q * CHUNK_COLS) * OUT_BYTES, row_base);  // a byte-typed map
       bulk_commit();
     }
+    ++issued;
   }
   // Columns past the last whole chunk (e.g. 16 of a 144-column bf16 tile) go straight to global memory: a whole
   // tile of direct stores measured slower than the chunks' TMA stores (NOTES sm90 41).
@@ -306,7 +308,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
   const u32 desc_a0 = wgmma_desc_k128_lo(smem0 + c * 64 * ROW_BYTES), desc_b0 = wgmma_desc_k128_lo(smem0 + A_TILE);
   int s = 0, prev = 0;  // the slot of the next k-tile and of the one before it, across units
   u32 phase = 0;        // the parity of slot s's current round
-  bool first = true;    // no TMA store of this consumer in flight yet
+  int issued = 0;       // chunks this consumer has stored through TMA (store_tile_tma's buffer turn)
   for (int u = w.first(); u < w.units; u += w.step) {
     int tm, tn, kt0, k_tiles;
     w.unit(u, tm, tn, kt0, k_tiles);
@@ -338,10 +340,9 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
     } else if (w.splits == 1 && TMA_STORES && c_tma) {
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
       if (ep.column_terms_needed())
-        store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
+        store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
       else
-        store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, first);
-      first = false;
+        store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
     } else if (w.splits == 1) {
       store_tile(ep, d, row0, col0);
     } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue

@@ -32,7 +32,9 @@ def main() -> None:
     from gn_mm_base import bench as base_bench, sm90_mm as base_sm90
     from gn_mm.timing import graph_time, rotation_sets
     # gn_mm must be the working tree (PYTHONPATH), gn_mm_base the build under --base
-    assert not os.path.abspath(nb.__file__).startswith(os.path.abspath(args.base)), nb.__file__
+    base = os.path.abspath(args.base)
+    if os.path.commonpath([os.path.abspath(nb.__file__), base]) == base:
+        raise SystemExit(f"gn_mm was imported from --base ({nb.__file__}): put the working tree first on PYTHONPATH")
 
     picked = {}  # the config, splits and grid of each build's last plan
 

@@ -166,7 +166,7 @@ def test_fit_tiles_fill_one_round_of_the_sms():
 
 
 def test_balance_evens_out_the_rounds_past_fit():
-    """M > FIT_MAX_M: 128-row tiles of 144-192 columns, without clusters, where the menu's tiles make a thin last
+    """M > FIT_MAX_M: 128-row tiles of 80-256 columns, without clusters, where the menu's tiles make a thin last
     round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
     it is as good, as at the squares and the LLM benchmark's M = 4096."""
     from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90

@@ -305,9 +305,9 @@ def test_split_k_integers_are_exact_and_saturate():
 
 
 @pytest.mark.parametrize("out", ["bf16", "f32"])
-def test_tiles_narrower_than_a_store_chunk_store_directly(out):
-    """A 48-column tile is not whole 128-byte TMA-store chunks wide (64 bf16 / 32 fp32 columns): its results
-    must still be written (direct stores), every column of them."""
+def test_tiles_not_whole_store_chunks_wide(out):
+    """A 48-column tile is not whole 128-byte TMA-store chunks wide (64 bf16 / 32 fp32 columns): bf16 stores it all
+    directly, fp32 one chunk through TMA and the 16 columns past it directly; every column must be written."""
     m, n, k = 130, 200, 312
     dev = torch.device("cuda")
     a = torch.randn(m, k, device=dev, dtype=torch.bfloat16)
@@ -315,6 +315,27 @@ def test_tiles_narrower_than_a_store_chunk_store_directly(out):
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, config=gn_mm.Sm90Config.parse("sm90_64x48_s8_g8_c1"))
     _check(c, a.double() @ w.double().t(), out)
+
+
+@pytest.mark.parametrize("cfg,out", [("sm90_64x64_s13_g8_c1", "bf16"), ("sm90_128x80_s7_g8_c1", "bf16"),
+                                     ("sm90_128x192_s4_g8_c1", "bf16"), ("sm90_128x144_s5_g8_c1", "bf16"),
+                                     ("sm90_128x176_s5_g8_c1", "s32"), ("sm90_128x112_s6_g8_c1", "s32")])
+def test_store_chunks_across_tiles_exact(cfg, out):
+    """Persistent CTAs running many short-K tiles, so a tile's first TMA-store chunk follows the previous tile's last
+    store closely: the two chunk buffers must alternate across tiles (tiles of an odd chunk count, 1 / 3 / 5, once
+    refilled a buffer its last store was still reading: 536 M wrong outputs of 8192^2 at 128 x 80). Small integers:
+    exact sums, compared for equality; N = 3016 leaves the last tile's direct-store tail partly inside N."""
+    m, n, k = 4096, 3016, 64
+    dev = torch.device("cuda")
+    dt = torch.bfloat16 if out == "bf16" else torch.int8
+    a = torch.randint(-4, 5, (m, k), device=dev).to(dt)
+    w = torch.randint(-4, 5, (n, k), device=dev).to(dt)
+    ref = a.double() @ w.double().t()
+    ref = ref.to(torch.bfloat16) if out == "bf16" else ref.to(torch.int32)
+    for _ in range(5):
+        c = _poison(m, n, OUT_DTYPES[out], dev)
+        gn_mm.mm(a, w.t(), out=c, config=gn_mm.Sm90Config.parse(cfg))
+        assert torch.equal(c, ref), (cfg, int((c != ref).sum()))
 
 
 @pytest.mark.parametrize("out,n", [("bf16", 1029), ("f32", 7393), ("f32", 257)])
