@@ -91,11 +91,12 @@ GN_DEVICE void group_values(const AccReg (&d)[GN_WGMMA_REGS], int j, V (&v)[4]) 
 
 // One consumer's 64 x BLOCK_N accumulators -> C. Row scales are read once per tile, column terms once per
 // column pair (shared by the thread's two rows).
-template <class Ep>
+// J0: the first 8-column group to store (store_tile_tma's columns past its last whole chunk).
+template <int J0 = 0, class Ep>
 GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int row0, int col0) {
   if constexpr (GN_OUT_KIND == GN_OUT_S32) {
 #pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j) {
+    for (int j = J0; j < BLOCK_N / 8; ++j) {
       int v[4];
       group_values(d, j, v);
       ep.put2(row0, col0 + 8 * j, v[0], v[1]);
@@ -104,7 +105,7 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
   } else {
     const float r0 = ep.row_scale(row0), r1 = ep.row_scale(row0 + 8);
 #pragma unroll
-    for (int j = 0; j < BLOCK_N / 8; ++j) {
+    for (int j = J0; j < BLOCK_N / 8; ++j) {
       float v[4], s0, s1, b0, b1;
       group_values(d, j, v);
       ep.column_terms(col0 + 8 * j, s0, s1, b0, b1);
@@ -117,8 +118,9 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
 // One consumer's 64 x BLOCK_N results through shared memory and TMA stores (the host checked that C suits a
 // tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned), taken in turn by every chunk this
 // consumer stores, across tiles (`issued`: its chunks so far; restarting the turn at each tile let a tile of an odd
-// chunk count refill the buffer its last chunk's store was still reading). Thread t == 0 issues and tracks the stores; a named barrier per consumer keeps
-// the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte unit u of row r sits at u ^ (r % 8).
+// chunk count refill the buffer its last chunk's store was still reading). Thread t == 0 issues and tracks the
+// stores; a named barrier per consumer keeps the buffers' reuse in order. Chunk rows are 128-byte swizzled: 16-byte
+// unit u of row r sits at u ^ (r % 8).
 // COLS: per-column scales or a bias to apply. Without them (plain and per-tensor / per-row scaled outputs) a value
 // costs one multiply, a pack and half a store: the general form's column loads and clamps made the epilogue ~1,600
 // instructions per warp and tile, ~10% of a 4096^3 bf16 kernel with the tensor cores idle (NOTES sm90 30).
@@ -172,22 +174,8 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
   }
   // Columns past the last whole chunk (e.g. 16 of a 144-column bf16 tile) go straight to global memory: a whole
   // tile of direct stores measured slower than the chunks' TMA stores (NOTES sm90 41).
-#pragma unroll
-  for (int j = CHUNKS * (CHUNK_COLS / 8); j < BLOCK_N / 8; ++j) {
-    typedef typename Pick<GN_OUT_KIND == GN_OUT_S32, int, float>::type V;
-    V v[4];
-    float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
-    const int col = col_base + 8 * j + 2 * (lane % 4);
-    group_values(d, j, v);
-    if constexpr (GN_OUT_KIND == GN_OUT_S32) {
-      ep.put2(row_base + r0, col, v[0], v[1]);
-      ep.put2(row_base + r0 + 8, col, v[2], v[3]);
-    } else {
-      if constexpr (COLS) ep.column_terms(col, s0, s1, b0, b1);
-      ep.put2(row_base + r0, col, v[0] * s_r0 * s0 + b0, v[1] * s_r0 * s1 + b1);
-      ep.put2(row_base + r0 + 8, col, v[2] * s_r1 * s0 + b0, v[3] * s_r1 * s1 + b1);
-    }
-  }
+  if constexpr (BLOCK_N % CHUNK_COLS != 0)
+    store_tile<CHUNKS * (CHUNK_COLS / 8)>(ep, d, row_base + r0, col_base + 2 * (lane % 4));
 }
 
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every

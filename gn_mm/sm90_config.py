@@ -178,8 +178,9 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # one process (`sm90_balance_ab_h100.json`, 165 changed shapes of M = 320-3072, bf16 / e4m3 / tf32): geomean 0.777x
 # the time, none slower; peer / ours bf16 0.72 -> 0.94, e4m3 0.74 -> 0.92, tf32 0.91 -> 1.23; e.g. bf16 768 x 3072 x
 # 14336 154 -> 90 us (torch 88). Measured then and left out: 96 columns (1.03-1.13x the time) and 208-240 (224 x 14336
-# at K = 4096 1.13x), which wrote their output without TMA stores at the time (see below); 128 / 256-column tiles with fewer CTAs than SMs (4-9%
-# faster with the whole K, but choose_splits splits such menu tiles: 640 x 5120 x 14336 5 ways, 1.13x).
+# at K = 4096 1.13x), which wrote their output without TMA stores at the time (see below); 128 / 256-column tiles with
+# fewer CTAs than SMs (4-9% faster with the whole K, but choose_splits splits such menu tiles: 640 x 5120 x 14336 5
+# ways, 1.13x).
 # Sixteenth session (H100, NOTES sm90 41): once every width stores whole 128-byte chunks through TMA, lone tiles beat
 # pairs at these M (`sm90_balance_c1_ab_h100.json`: 63 shapes 0.961x, worst +1.8%), and 80-112 columns replace 128 x
 # 128 menu tiles that leave a round part-empty or were split (`sm90_balance_narrow_ab_h100.json`: 56 shapes 0.879x,
@@ -204,8 +205,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
     SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
-    80-256 wide, without clusters, where the menu's would make a thin last round). dram_tbs: the GPU's peak DRAM bandwidth in TB/s
-    (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it)."""
+    80-256 wide, without clusters, where the menu's would make a thin last round). dram_tbs: the GPU's peak DRAM
+    bandwidth in TB/s (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
@@ -275,7 +276,8 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
 FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
-# splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four ways past 22 KB of K).
+# splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
+# ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
 
 
