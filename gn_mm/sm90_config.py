@@ -185,6 +185,10 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # pairs at these M (`sm90_balance_c1_ab_h100.json`: 63 shapes 0.961x, worst +1.8%), and 80-112 columns replace 128 x
 # 128 menu tiles that leave a round part-empty or were split (`sm90_balance_narrow_ab_h100.json`: 56 shapes 0.879x,
 # worst +3.1%; bf16 384 x 3072 x 4096 29.3 -> 19.7 us, torch 18.0); 64-row menu tiles stay (128 x 80 lost up to 2.3x).
+# Seventeenth session (H100, NOTES sm90 42): the menu's 128 x 256 tile joins the widths with fewer CTAs than SMs and the
+# whole K (`whole_k`): 120 of them at 768 x 5120 x 14336 bf16 took 151.7 us against 175.8 for 240 of 128 x 128 in two
+# rounds (torch 149.1); per-CTA timestamps showed the 128 x 128 / 144 consumers waiting for data 30-40% of their main
+# loop, the 128 x 256 ones 9% (`sm90_mainloop_waits_h100.json`).
 BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 256)  # `balance`'s tiles
 BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
 
@@ -259,16 +263,15 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     measured as fast alone as in pairs, or faster), whose busiest SM does the least work, counted as rounds of the
     SMs x (block_n + BALANCE_COST), the wider on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work.
     The work model counts columns only, so only a 128-row menu tile is replaced (M > 256 at small N can take 64 x
-    128 tiles, which 128 x 80 ones lost to by up to 2.3x)."""
+    128 tiles, which 128 x 80 ones lost to by up to 2.3x). Every 128-row tile past FIT_MAX_M runs with the whole K
+    (`whole_k`), however few its CTAs."""
     if cfg.block_m != 128:
         return cfg
 
     def work(c):
         return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST)
 
-    # Menu tiles (128, 256 columns) only where they fill a round: fewer, choose_splits would split their K.
-    best = min((c for w in BALANCE_WIDTHS if (c := deepest(128, w)) in FIT_CONFIGS
-                or c.tiles(m, n) * c.cluster_m >= sm_count), key=lambda c: (work(c), -c.block_n))
+    best = min((deepest(128, w) for w in BALANCE_WIDTHS), key=lambda c: (work(c), -c.block_n))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 
@@ -279,6 +282,13 @@ FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
+
+
+def whole_k(cfg: Sm90Config, m: int) -> bool:
+    """Whether the heuristic runs its pick `cfg` for M = m with the whole K in every CTA (no split): the WHOLE_K
+    tiles, and past FIT_MAX_M every 128-row tile (`balance`'s; choose_splits' round model split 100 tiles of 128 x
+    128 at 640 x 5120 x 14336 five ways through the workspace, 1.13x the time of the whole K, NOTES sm90 40)."""
+    return cfg in WHOLE_K or (m > FIT_MAX_M and cfg.block_m == 128)
 
 
 def _valid(cfg: Sm90Config) -> bool:

@@ -169,7 +169,7 @@ def test_balance_evens_out_the_rounds_past_fit():
     """M > FIT_MAX_M: 128-row tiles of 80-256 columns, without clusters, where the menu's tiles make a thin last
     round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
     it is as good, as at the squares and the LLM benchmark's M = 4096."""
-    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90, deepest, whole_k
 
     assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
     assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
@@ -178,6 +178,9 @@ def test_balance_evens_out_the_rounds_past_fit():
     assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x128_s6_g8_c1"  # 224 of 128 x 256 pairs -> 392, 3
     assert choose_sm90(384, 3072, 8192, 132).name == "sm90_128x80_s7_g8_c1"  # 72 of 128 x 128, split 3 ways -> 117
     assert choose_sm90(384, 2048, 8192, 132).name == "sm90_64x128_s8_g8_c1"  # 64-row menu tiles stay
+    # 240 of 128 x 128 in two rounds -> 120 of 128 x 256 in one, with the whole K (choose_splits would split them)
+    assert choose_sm90(768, 5120, 28672, 132) == LARGE[1] and whole_k(LARGE[1], 768)
+    assert not whole_k(LARGE[1], 256) and not whole_k(deepest(64, 128), 768) and whole_k(FIT_CONFIGS[0], 16)
     for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (640, 5120)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
