@@ -188,8 +188,11 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # Seventeenth session (H100, NOTES sm90 42): the menu's 128 x 256 tile joins the widths with fewer CTAs than SMs and the
 # whole K (`whole_k`): 120 of them at 768 x 5120 x 14336 bf16 took 151.7 us against 175.8 for 240 of 128 x 128 in two
 # rounds (torch 149.1); per-CTA timestamps showed the 128 x 128 / 144 consumers waiting for data 30-40% of their main
-# loop, the 128 x 256 ones 9% (`sm90_mainloop_waits_h100.json`).
-BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 256)  # `balance`'s tiles
+# loop, the 128 x 256 ones 9% (`sm90_mainloop_waits_h100.json`). Then 208-240 columns, which now store through TMA
+# too: where they make the same rounds as wider tiles or pairs with less work per round (768 x 14336: 336 pairs of 128 x
+# 256 in 2.55 rounds -> 384 of 128 x 224 in 2.9), A/B 72 changed shapes 0.911x the time, worst +1.4%
+# (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9).
+BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `balance`'s tiles
 BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
 
 

@@ -48,7 +48,9 @@ for v in variants.MMA_SYNC:
 # `balance`'s tiles past M = 256 as the heuristic picks them: ragged row tiles, chunk tails stored directly,
 # persistent CTAs that take a second tile.
 if hopper:
-    for m, n in ((1500, 3000), (700, 3016), (383, 6096)):  # 3016 / 6096: TMA stores, tails partly past N
+    # 3016 / 6096: TMA stores, tails partly past N; 5000 / 7000: 128 x 240 / 224 (direct tails of 48 / 32 columns);
+    # 807 x 4500: 126 menu tiles of 128 x 256 with the whole K
+    for m, n in ((1500, 3000), (700, 3016), (383, 6096), (700, 5000), (900, 7000), (807, 4500)):
         a = torch.randn(m, 200, device=dev).bfloat16()
         w = torch.randn(n, 200, device=dev).bfloat16()
         gn_mm.mm(a, w.t())

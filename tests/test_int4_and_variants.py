@@ -175,13 +175,16 @@ def test_balance_evens_out_the_rounds_past_fit():
     assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
     assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 144 of 128 x 256 -> 264, 2 rounds
     assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c1"
-    assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x128_s6_g8_c1"  # 224 of 128 x 256 pairs -> 392, 3
+    assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x208_s4_g8_c1"  # 224 of 128 x 256 pairs -> 245, 2
     assert choose_sm90(384, 3072, 8192, 132).name == "sm90_128x80_s7_g8_c1"  # 72 of 128 x 128, split 3 ways -> 117
     assert choose_sm90(384, 2048, 8192, 132).name == "sm90_64x128_s8_g8_c1"  # 64-row menu tiles stay
-    # 240 of 128 x 128 in two rounds -> 120 of 128 x 256 in one, with the whole K (choose_splits would split them)
-    assert choose_sm90(768, 5120, 28672, 132) == LARGE[1] and whole_k(LARGE[1], 768)
+    # 240 of 128 x 128 in two rounds -> 132 of 128 x 240 in one; 126 of 128 x 256, with the whole K (choose_splits
+    # would split them); 336 pairs of 128 x 256 in three rounds (2.55) -> 384 of 128 x 224 (2.9)
+    assert choose_sm90(768, 5120, 28672, 132).name == "sm90_128x240_s4_g8_c1"
+    assert choose_sm90(807, 4500, 8192, 132) == LARGE[1] and whole_k(LARGE[1], 807)
+    assert choose_sm90(768, 14336, 8192, 132).name == "sm90_128x224_s4_g8_c1"
     assert not whole_k(LARGE[1], 256) and not whole_k(deepest(64, 128), 768) and whole_k(FIT_CONFIGS[0], 16)
-    for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (640, 5120)):
+    for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (4096, 11008)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
         for n in range(1024, 40000, 3000):

@@ -139,12 +139,12 @@ def test_whole_k_tiles_are_not_split():
 
 def test_balanced_tiles_past_fit():
     """M > 256 where the menu's tiles would make a thin last round: `balance`'s tiles (no clusters), ragged in M
-    and N, with the whole K, against float64; the last shape takes 120 menu tiles of 128 x 256 (fewer CTAs than
-    SMs), which choose_splits would have split."""
+    and N, with the whole K, against float64; 700 x 5000 takes 128 x 240 tiles (4 bf16 chunks and a 48-column direct
+    tail), 807 x 4500 126 menu tiles of 128 x 256 (fewer CTAs than SMs), which choose_splits would have split."""
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
     dev = torch.device("cuda")
-    for m, n, k in ((700, 3016, 1000), (383, 6096, 1000), (1500, 3000, 2000), (700, 5000, 3000)):
+    for m, n, k in ((700, 3016, 1000), (383, 6096, 1000), (1500, 3000, 2000), (700, 5000, 3000), (807, 4500, 3000)):
         plan = api._plan(bf16, "bf16", m, n, k * 2, gpu, None, None)  # 3016 / 6096: TMA stores with a live tail
         assert (plan.config in FIT_CONFIGS or plan.config == LARGE[1]) and plan.config.cluster_m == 1, (m, n, k)
         assert plan.splits == 1, (m, n, k, plan.config.name)
