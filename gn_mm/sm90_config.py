@@ -191,9 +191,12 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # loop, the 128 x 256 ones 9% (`sm90_mainloop_waits_h100.json`). Then 208-240 columns, which now store through TMA
 # too: where they make the same rounds as wider tiles or pairs with less work per round (768 x 14336: 336 pairs of 128 x
 # 256 in 2.55 rounds -> 384 of 128 x 224 in 2.9), A/B 72 changed shapes 0.911x the time, worst +1.4%
-# (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9).
+# (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9). BALANCE_GAIN 0.9 ->
+# 0.95: 128 x 240 lone tiles for the menu's 128 x 256 pairs at the same rounds (M = 1024-3072), 128 x 112 for 128 x 128 at
+# N = 2560-3584; 42 shapes 0.965x, worst +1.9% (e4m3 576 x 2560 x 4096; the 112-column ones -4.6..+1.9%, the 240-column
+# ones -10.6..+0.5%; `sm90_balance_gain095_ab_h100.json`).
 BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `balance`'s tiles
-BALANCE_COST, BALANCE_GAIN = 64, 0.9  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
+BALANCE_COST, BALANCE_GAIN = 64, 0.95  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
