@@ -5,7 +5,7 @@
 // types: every wgmma variant consumes 32 bytes of K per instruction from 128-byte swizzled rows.
 //
 // Warp specialisation in a persistent CTA: warpgroup 0 is the producer (one thread issues TMA loads into a
-// NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups 1..CONSUMERS each own 64 rows of the
+// NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups 1..CONSUMERS (1-3) each own 64 rows of the
 // BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their accumulators through the shared
 // register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
 // next tile while consumers finish the current one.
@@ -41,7 +41,8 @@ constexpr int CONSUMERS = BLOCK_M / 64;         // one m64 wgmma row block per c
 constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
 constexpr int A_TILE = BLOCK_M * ROW_BYTES, B_TILE = BLOCK_N * ROW_BYTES;
 constexpr int STAGE_BYTES = A_TILE + B_TILE;
-constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
+// Registers per thread after setmaxnreg: 128 x PRODUCER_REGS + 128 x CONSUMERS x CONSUMER_REGS <= 64 K.
+constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 3 ? 152 : CONSUMERS == 2 ? 232 : 240;
 constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a cluster loads (and multicasts)
 // TMA-store epilogue: each consumer stages its 64 rows in chunks of 128-byte rows (64 bf16 / 32 f32 columns),
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
@@ -50,7 +51,9 @@ constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLO
 constexpr bool TMA_STORES = CHUNKS > 0;  // whole chunks through TMA; columns past the last one stored directly
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 
-static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 2, "BLOCK_M must be 64 or 128");
+static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3, "BLOCK_M must be 64, 128 or 192");
+// Named barriers: 1 + c per consumer c (epilogue), 3 for all consumers (CLUSTER_K): three consumers take no CLUSTER_K.
+static_assert(CONSUMERS < 3 || CLUSTER_K == 1, "192-row tiles: no CLUSTER_K");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256, "BLOCK_N must be a multiple of 16, at most 256");
 static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && B_PART % 1024 == 0), "CLUSTER_M: 1, or 2 with 1 KB halves of B");
 constexpr int CLUSTER = CLUSTER_M * CLUSTER_K;        // CTAs per cluster

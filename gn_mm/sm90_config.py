@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from .errors import LayoutError
 
 SMEM_LIMIT = 227 * 1024  # sm_90 opt-in shared memory per block
+# 192-row tiles run three consumer warpgroups, so ptxas compiles the kernel for 128 registers per thread (64 K over 512
+# threads; setmaxnreg does not raise its limit): 64 x BLOCK_N sums per consumer fit up to this width (n208 needs 130).
+BLOCK_N_MAX_192 = 192
 ROW_BYTES = 128
 
 
 @dataclass(frozen=True)
 class Sm90Config:
-    block_m: int    # 64 or 128: one m64 wgmma row block per consumer warpgroup
+    block_m: int    # 64, 128 or 192: one m64 wgmma row block per consumer warpgroup
     block_n: int    # wgmma N: multiple of 16, <= 256
     stages: int
     group_m: int = 8
@@ -59,8 +62,10 @@ class Sm90Config:
 
     def check(self, smem_limit: int = SMEM_LIMIT) -> None:
         problems = []
-        if self.block_m not in (64, 128):
-            problems.append("block_m must be 64 or 128")
+        if self.block_m not in (64, 128, 192):
+            problems.append("block_m must be 64, 128 or 192")
+        if self.block_m == 192 and (self.block_n > BLOCK_N_MAX_192 or self.cluster_m > 1 or self.cluster_k > 1):
+            problems.append(f"192-row tiles: block_n at most {BLOCK_N_MAX_192}, no clusters")
         if self.block_n % 16 or not 16 <= self.block_n <= 256:
             problems.append("block_n must be a multiple of 16 in [16, 256]")
         if self.stages < 2:
@@ -191,12 +196,23 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # loop, the 128 x 256 ones 9% (`sm90_mainloop_waits_h100.json`). Then 208-240 columns, which now store through TMA
 # too: where they make the same rounds as wider tiles or pairs with less work per round (768 x 14336: 336 pairs of 128 x
 # 256 in 2.55 rounds -> 384 of 128 x 224 in 2.9), A/B 72 changed shapes 0.911x the time, worst +1.4%
-# (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9). BALANCE_GAIN 0.9 ->
-# 0.95: 128 x 240 lone tiles for the menu's 128 x 256 pairs at the same rounds (M = 1024-3072), 128 x 112 for 128 x 128 at
-# N = 2560-3584; 42 shapes 0.965x, worst +1.9% (e4m3 576 x 2560 x 4096; the 112-column ones -4.6..+1.9%, the 240-column
-# ones -10.6..+0.5%; `sm90_balance_gain095_ab_h100.json`).
+# (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9). BALANCE_GAIN 0.9
+# -> 0.95: 128 x 240 lone tiles for the menu's 128 x 256 pairs at the same rounds (M = 1024-3072), 128 x 112 for 128 x
+# 128 at N = 2560-3584; 42 shapes 0.965x, worst +1.9% (e4m3 576 x 2560 x 4096; the 112-column ones -4.6..+1.9%, the
+# 240-column ones -10.6..+0.5%; `sm90_balance_gain095_ab_h100.json`).
 BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `balance`'s tiles
-BALANCE_COST, BALANCE_GAIN = 64, 0.95  # a tile's fixed cost in columns; the most of the menu tile's work a tile may need
+# 192-row tiles (three consumer warpgroups; 192 x 192 as cuBLAS runs at M = 768-1536): one round of 128 tiles where
+# 128-row tiles need two. Forced against the heuristic (H100, `sm90_tall_192_h100.json`, us, heuristic -> 192 x 192;
+# torch): bf16 1536 x 3072 x 4096 55.7 -> 52.8 (49.9), x 14336 184.6 -> 175.4 (166.8), e4m3 x 14336 98.3 -> 92.3
+# (86.9); bf16 768 x 6144 x 14336 182.9 -> 175.2 (167.1); equal at 1536 x 6144 (two rounds either way), slower where
+# they make a part-empty last round (1536 x 14336 240.6 -> 247.7, 4096^3 178.3 -> 200.7) and narrower (768 x 3072:
+# 192 x 96 40.8 against 28.6), which `balance`'s work model (rows x columns per round) says too. A/B of the heuristic
+# with them against the one without (`sm90_balance_tall_ab_h100.json`, 21 shapes): M = 576-3072 0.899-0.980x the time
+# (bf16 576 x 8192 x 4096 60.6 -> 54.7 us, torch 50.9; f16 1536 x 3072 x 14336 188.9 -> 175.1, 167.4), M = 288-384
+# 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
+TALL = (deepest(192, 192),)
+TALL_MIN_M = 385
+BALANCE_COST, BALANCE_GAIN = 64, 0.95  # a tile's fixed cost in columns; the most of the menu tile's work to replace it
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
@@ -265,25 +281,26 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
 
 
 def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
-    """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns, without clusters (at these M every width
-    measured as fast alone as in pairs, or faster), whose busiest SM does the least work, counted as rounds of the
-    SMs x (block_n + BALANCE_COST), the wider on ties; `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work.
-    The work model counts columns only, so only a 128-row menu tile is replaced (M > 256 at small N can take 64 x
-    128 tiles, which 128 x 80 ones lost to by up to 2.3x). Every 128-row tile past FIT_MAX_M runs with the whole K
-    (`whole_k`), however few its CTAs."""
+    """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns or (from TALL_MIN_M rows) the TALL 192-row one,
+    without clusters (at these M every width measured as fast alone as in pairs, or faster), whose busiest SM does the
+    least work, counted as rounds of the SMs x (block_n + BALANCE_COST) x block_m, the wider then the shorter on ties;
+    `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work. Only a 128-row menu tile is replaced (M > 256 at small
+    N can take 64 x 128 tiles, which 128 x 80 ones lost to by up to 2.3x). Every tile `balance` returns runs with the
+    whole K (`whole_k`), however few its CTAs."""
     if cfg.block_m != 128:
         return cfg
 
     def work(c):
-        return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST)
+        return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST) * c.block_m
 
-    best = min((deepest(128, w) for w in BALANCE_WIDTHS), key=lambda c: (work(c), -c.block_n))
+    tall = TALL if m >= TALL_MIN_M else ()
+    best = min([deepest(128, w) for w in BALANCE_WIDTHS] + list(tall), key=lambda c: (work(c), -c.block_n, c.block_m))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 
 # Every tile `fit` or `balance` can return beside the menu's (compiled and checked by the offline tests).
 FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
-                    if (c := deepest(bm, w, r)) not in SM90_CONFIGS)
+                    if (c := deepest(bm, w, r)) not in SM90_CONFIGS) + TALL
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).

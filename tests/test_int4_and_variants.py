@@ -173,7 +173,7 @@ def test_balance_evens_out_the_rounds_past_fit():
 
     assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
     assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
-    assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 144 of 128 x 256 -> 264, 2 rounds
+    assert choose_sm90(1536, 3072, 8192, 132).name == "sm90_192x192_s3_g8_c1"  # 264 of 128 x 144, 2 rounds -> 128, 1
     assert choose_sm90(512, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c1"
     assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x208_s4_g8_c1"  # 224 of 128 x 256 pairs -> 245, 2
     assert choose_sm90(384, 3072, 8192, 132).name == "sm90_128x80_s7_g8_c1"  # 72 of 128 x 128, split 3 ways -> 117
@@ -216,6 +216,22 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
         with pytest.raises(LayoutError, match="cluster_k"):
             dataclasses.replace(DECODE, **bad).check()
+
+
+def test_tall_tiles_are_checked_and_picked_from_their_min_m():
+    """192-row tiles: three consumers compile for 128 registers per thread, so at most 192 columns and no clusters;
+    `balance` offers the 192 x 192 one from TALL_MIN_M rows, with the whole K."""
+    from gn_mm.errors import LayoutError
+    from gn_mm.sm90_config import FIT_CONFIGS, TALL, TALL_MIN_M, Sm90Config, choose_sm90, whole_k
+
+    assert TALL[0].name == "sm90_192x192_s3_g8_c1" and TALL[0].threads == 512 and TALL[0] in FIT_CONFIGS
+    for bad in (dict(block_n=208), dict(cluster_m=2), dict(cluster_k=2, block_n=192)):
+        with pytest.raises(LayoutError, match="192-row tiles"):
+            Sm90Config(**{"block_m": 192, "block_n": 192, "stages": 3, **bad}).check()
+    with pytest.raises(LayoutError, match="block_m must be 64, 128 or 192"):
+        Sm90Config(256, 128, 2).check()
+    assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768)  # 258 of 128 x 144 -> 128
+    assert choose_sm90(TALL_MIN_M - 1, 12288, 8192, 132).block_m == 128  # 2 x 64 would fit one round, measured slower
 
 
 def test_decode_tiles_widen_until_their_clusters_of_4_fit():
