@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+from fractions import Fraction
 from dataclasses import dataclass
 
 from .errors import LayoutError
@@ -182,10 +183,10 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # M; 0.57x at bf16 768 x 3072 x 14336). Tiles 144-192 wide that even out the rounds, A/B against the build before in
 # one process (`sm90_balance_ab_h100.json`, 165 changed shapes of M = 320-3072, bf16 / e4m3 / tf32): geomean 0.777x
 # the time, none slower; peer / ours bf16 0.72 -> 0.94, e4m3 0.74 -> 0.92, tf32 0.91 -> 1.23; e.g. bf16 768 x 3072 x
-# 14336 154 -> 90 us (torch 88). Measured then and left out: 96 columns (1.03-1.13x the time) and 208-240 (224 x 14336
-# at K = 4096 1.13x), which wrote their output without TMA stores at the time (see below); 128 / 256-column tiles with
-# fewer CTAs than SMs (4-9% faster with the whole K, but choose_splits splits such menu tiles: 640 x 5120 x 14336 5
-# ways, 1.13x).
+# 14336 154 -> 90 us (torch 88). Measured then and left out (since taken, see below): 96 columns (1.03-1.13x the
+# time) and 208-240 (224 x 14336 at K = 4096 1.13x), which wrote their output without TMA stores at the time; 128 /
+# 256-column tiles with fewer CTAs than SMs (4-9% faster with the whole K, but choose_splits splits such menu tiles:
+# 640 x 5120 x 14336 5 ways, 1.13x).
 # Sixteenth session (H100, NOTES sm90 41): once every width stores whole 128-byte chunks through TMA, lone tiles beat
 # pairs at these M (`sm90_balance_c1_ab_h100.json`: 63 shapes 0.961x, worst +1.8%), and 80-112 columns replace 128 x
 # 128 menu tiles that leave a round part-empty or were split (`sm90_balance_narrow_ab_h100.json`: 56 shapes 0.879x,
@@ -198,8 +199,8 @@ FIT_ROUNDS = {64: 1, 128: 1, 256: 2}  # the most rounds of the SMs a fit tile ma
 # 256 in 2.55 rounds -> 384 of 128 x 224 in 2.9), A/B 72 changed shapes 0.911x the time, worst +1.4%
 # (`sm90_balance_w208_240_ab_h100.json`; bf16 768 x 14336 x 14336 493.0 -> 429.6 us, torch 411.9). BALANCE_GAIN 0.9
 # -> 0.95: 128 x 240 lone tiles for the menu's 128 x 256 pairs at the same rounds (M = 1024-3072), 128 x 112 for 128 x
-# 128 at N = 2560-3584; 42 shapes 0.965x, worst +1.9% (e4m3 576 x 2560 x 4096; the 112-column ones -4.6..+1.9%, the
-# 240-column ones -10.6..+0.5%; `sm90_balance_gain095_ab_h100.json`).
+# 128 (N = 2560-3584 measured; any N where both make the same rounds); 42 shapes 0.965x, worst +1.9% (e4m3 576 x 2560 x
+# 4096; the 112-column ones -4.6..+1.9%, the 240-column ones -10.6..+0.5%; `sm90_balance_gain095_ab_h100.json`).
 BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `balance`'s tiles
 # 192-row tiles (three consumer warpgroups; 192 x 192 as cuBLAS runs at M = 768-1536): one round of 128 tiles where
 # 128-row tiles need two. Forced against the heuristic (H100, `sm90_tall_192_h100.json`, us, heuristic -> 192 x 192;
@@ -212,7 +213,9 @@ BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `
 # 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
 TALL = (deepest(192, 192),)
 TALL_MIN_M = 385
-BALANCE_COST, BALANCE_GAIN = 64, 0.95  # a tile's fixed cost in columns; the most of the menu tile's work to replace it
+# A tile's fixed cost in columns; the most of the menu tile's work a replacement may take (exact: 128 x 240 replaces a
+# lone 128 x 256 at the same rounds exactly at the threshold, 304 = 0.95 x 320 columns).
+BALANCE_COST, BALANCE_GAIN = 64, Fraction(95, 100)
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
@@ -231,7 +234,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
     SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
-    80-256 wide, without clusters, where the menu's would make a thin last round). dram_tbs: the GPU's peak DRAM
+    80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
+    narrower tile in as many). dram_tbs: the GPU's peak DRAM
     bandwidth in TB/s (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
@@ -285,8 +289,8 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     without clusters (at these M every width measured as fast alone as in pairs, or faster), whose busiest SM does the
     least work, counted as rounds of the SMs x (block_n + BALANCE_COST) x block_m, the wider then the shorter on ties;
     `cfg` unless that is at most BALANCE_GAIN of `cfg`'s work. Only a 128-row menu tile is replaced (M > 256 at small
-    N can take 64 x 128 tiles, which 128 x 80 ones lost to by up to 2.3x). Every tile `balance` returns runs with the
-    whole K (`whole_k`), however few its CTAs."""
+    N can take 64 x 128 tiles, which 128 x 80 ones lost to by up to 2.3x). A tile past FIT_MAX_M runs with the whole K
+    while its CTAs keep WHOLE_K_FILL of the SMs busy (`whole_k`)."""
     if cfg.block_m != 128:
         return cfg
 
@@ -307,11 +311,19 @@ FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
 
 
-def whole_k(cfg: Sm90Config, m: int) -> bool:
-    """Whether the heuristic runs its pick `cfg` for M = m with the whole K in every CTA (no split): the WHOLE_K
-    tiles, and past FIT_MAX_M every 128-row tile (`balance`'s; choose_splits' round model split 100 tiles of 128 x
-    128 at 640 x 5120 x 14336 five ways through the workspace, 1.13x the time of the whole K, NOTES sm90 40)."""
-    return cfg in WHOLE_K or (m > FIT_MAX_M and cfg.block_m == 128)
+def whole_k(cfg: Sm90Config, m: int, n: int, sm_count: int) -> bool:
+    """Whether the heuristic runs its pick `cfg` for an [m, n] output with the whole K in every CTA (no split). Up to
+    FIT_MAX_M rows: the WHOLE_K tiles. Past it: any tile of 128 or more rows whose CTAs keep at least WHOLE_K_FILL of
+    the SMs busy (choose_splits' round model split 100 tiles of 128 x 256 at 640 x 5120 x 14336 five ways through the
+    workspace, 1.13x the time of the whole K, NOTES sm90 40; the fewest CTAs measured faster whole were 100 of 132:
+    bf16 576 x 2560 x 14336, 95.7 us split five ways, 74.9 whole). Fewer CTAs (tall, narrow outputs: 67 of 128 x 112
+    at 8449 x 112) leave the split to choose_splits, whose workspace pays at long K."""
+    if m <= FIT_MAX_M:
+        return cfg in WHOLE_K
+    return cfg.block_m >= 128 and cfg.tiles(m, n) * cfg.cluster_m >= WHOLE_K_FILL * sm_count
+
+
+WHOLE_K_FILL = 0.75
 
 
 def _valid(cfg: Sm90Config) -> bool:

@@ -169,6 +169,7 @@ def test_balance_evens_out_the_rounds_past_fit():
     """M > FIT_MAX_M: 128-row tiles of 80-256 columns, without clusters, where the menu's tiles make a thin last
     round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
     it is as good, as at the squares and the LLM benchmark's M = 4096."""
+    from gn_mm.config import choose_splits
     from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90, deepest, whole_k
 
     assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
@@ -178,12 +179,19 @@ def test_balance_evens_out_the_rounds_past_fit():
     assert choose_sm90(896, 7168, 8192, 132).name == "sm90_128x208_s4_g8_c1"  # 224 of 128 x 256 pairs -> 245, 2
     assert choose_sm90(384, 3072, 8192, 132).name == "sm90_128x80_s7_g8_c1"  # 72 of 128 x 128, split 3 ways -> 117
     assert choose_sm90(384, 2048, 8192, 132).name == "sm90_64x128_s8_g8_c1"  # 64-row menu tiles stay
-    # 240 of 128 x 128 in two rounds -> 132 of 128 x 240 in one; 126 of 128 x 256, with the whole K (choose_splits
-    # would split them); 336 pairs of 128 x 256 in three rounds (2.55) -> 384 of 128 x 224 (2.9)
+    # 240 of 128 x 128 in two rounds -> 132 of 128 x 240 in one; 126 lone 128 x 256 (fewer CTAs than SMs); 336 pairs
+    # of 128 x 256 in three rounds (2.55) -> 384 of 128 x 224 (2.9)
     assert choose_sm90(768, 5120, 28672, 132).name == "sm90_128x240_s4_g8_c1"
-    assert choose_sm90(807, 4500, 8192, 132) == LARGE[1] and whole_k(LARGE[1], 807)
+    assert choose_sm90(807, 4500, 8192, 132) == LARGE[1] and whole_k(LARGE[1], 807, 4500, 132)
     assert choose_sm90(768, 14336, 8192, 132).name == "sm90_128x224_s4_g8_c1"
-    assert not whole_k(LARGE[1], 256) and not whole_k(deepest(64, 128), 768) and whole_k(FIT_CONFIGS[0], 16)
+    # whole K where choose_splits would split: 112 CTAs of 128 x 128 (85% of the SMs; it would take 7 splits), but not
+    # 67 of 128 x 112 (51%) at a tall, narrow 8449 x 112 with 200 KB of K
+    cfg = choose_sm90(896, 2048, 57344, 132)
+    assert cfg == LARGE[2] and choose_splits(896, 2048, 57344, cfg, 132, "f32") > 1 and whole_k(cfg, 896, 2048, 132)
+    cfg = choose_sm90(8449, 112, 200000, 132)
+    assert cfg.tiles(8449, 112) == 67 and not whole_k(cfg, 8449, 112, 132)
+    assert not whole_k(LARGE[1], 256, 40000, 132) and not whole_k(deepest(64, 128), 768, 40000, 132)
+    assert whole_k(FIT_CONFIGS[0], 16, 4096, 132)
     for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (4096, 11008)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
@@ -230,7 +238,7 @@ def test_tall_tiles_are_checked_and_picked_from_their_min_m():
             Sm90Config(**{"block_m": 192, "block_n": 192, "stages": 3, **bad}).check()
     with pytest.raises(LayoutError, match="block_m must be 64, 128 or 192"):
         Sm90Config(256, 128, 2).check()
-    assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768)  # 258 of 128 x 144 -> 128
+    assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768, 6144, 132)  # 258 of 128 x 144 -> 128
     assert choose_sm90(TALL_MIN_M - 1, 12288, 8192, 132).block_m == 128  # 2 x 64 would fit one round, measured slower
 
 

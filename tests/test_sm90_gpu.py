@@ -139,8 +139,8 @@ def test_whole_k_tiles_are_not_split():
 
 def test_balanced_tiles_past_fit():
     """M > 256 where the menu's tiles would make a thin last round: `balance`'s tiles (no clusters), ragged in M
-    and N, with the whole K, against float64; 700 x 5000 takes 128 x 240 tiles (4 bf16 chunks and a 48-column direct
-    tail), 807 x 4500 126 menu tiles of 128 x 256 (fewer CTAs than SMs), which choose_splits would have split."""
+    and N, with the whole K, against float64; 700 x 5000 takes 128 x 240 tiles (3 bf16 chunks and a 48-column direct
+    tail), 807 x 4500 126 lone menu tiles of 128 x 256 (fewer CTAs than SMs), 1500 x 3000 192 x 192 ones."""
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
     dev = torch.device("cuda")
@@ -321,7 +321,9 @@ def test_tiles_not_whole_store_chunks_wide(out):
 
 @pytest.mark.parametrize("cfg,out", [("sm90_64x64_s13_g8_c1", "bf16"), ("sm90_128x80_s7_g8_c1", "bf16"),
                                      ("sm90_128x192_s4_g8_c1", "bf16"), ("sm90_128x144_s5_g8_c1", "bf16"),
-                                     ("sm90_128x176_s5_g8_c1", "s32"), ("sm90_128x112_s6_g8_c1", "s32")])
+                                     ("sm90_128x176_s5_g8_c1", "s32"), ("sm90_128x112_s6_g8_c1", "s32"),
+                                     ("sm90_128x240_s4_g8_c1", "bf16"), ("sm90_128x208_s4_g8_c1", "s32"),
+                                     ("sm90_192x192_s3_g8_c1", "bf16")])
 def test_store_chunks_across_tiles_exact(cfg, out):
     """Persistent CTAs running many short-K tiles, so a tile's first TMA-store chunk follows the previous tile's last
     store closely: the two chunk buffers must alternate across tiles (tiles of an odd chunk count, 1 / 3 / 5, once
