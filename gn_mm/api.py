@@ -14,7 +14,7 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import SM90_CONFIGS, Sm90Config, choose_sm90, in_cluster, whole_k, widen
+from .sm90_config import SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, in_cluster, whole_k, widen
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -186,7 +186,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if config in FAMILIES:
         config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
-        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs)
+        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
         cfg.check(gpu.smem_limit)
         device = torch.device("cuda", gpu.index)
         if splits is None and (cfg.cluster_k > 1 or (config is None and whole_k(cfg, m, n, gpu.sm_count))):

@@ -213,6 +213,9 @@ BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `
 # 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
 TALL = (deepest(192, 192),)
 TALL_MIN_M = 385
+# (accumulator, output) pairs whose 192 x 192 kernel spills at 128 registers: int32 sums scaled into bf16 / fp16 (8
+# bytes; every other variant compiles clean, tests/test_compile_offline.py). `choose_sm90(..., tall=False)` for them.
+TALL_SPILLS = frozenset({("s32", "bf16"), ("s32", "f16")})
 # A tile's fixed cost in columns; the most of the menu tile's work a replacement may take (exact: 128 x 240 replaces a
 # lone 128 x 256 at the same rounds exactly at the threshold, 304 = 0.95 x 320 columns).
 BALANCE_COST, BALANCE_GAIN = 64, Fraction(95, 100)
@@ -224,7 +227,7 @@ def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config:
+def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35, tall: bool = True) -> Sm90Config:
     """Decode (M <= 32): 64 x 128 tiles, split-K filling the GPU when they are too few. Otherwise the largest
     tile whose real tiles give every SM one (128-row tiles only for M > 64, 2-CTA clusters only over two or
     more row tiles: a cluster's CTA past the last row tile runs its whole K loop on zeros). Else (small
@@ -236,12 +239,13 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
     80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
     narrower tile in as many). dram_tbs: the GPU's peak DRAM
-    bandwidth in TB/s (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it)."""
+    bandwidth in TB/s (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it). tall: whether `balance`
+    may offer TALL (False for the TALL_SPILLS variants)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
     def done(cfg):
-        return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count)
+        return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count, tall)
 
     if m <= 32:
         return done(DECODE)
@@ -284,7 +288,7 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     return deepest(block_m, width, rows)
 
 
-def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
+def balance(cfg: Sm90Config, m: int, n: int, sm_count: int, tall: bool = True) -> Sm90Config:
     """For M > FIT_MAX_M: the 128-row tile of BALANCE_WIDTHS columns or (from TALL_MIN_M rows) the TALL 192-row one,
     without clusters (at these M every width measured as fast alone as in pairs, or faster), whose busiest SM does the
     least work, counted as rounds of the SMs x (block_n + BALANCE_COST) x block_m, the wider then the shorter on ties;
@@ -297,8 +301,9 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     def work(c):
         return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST) * c.block_m
 
-    tall = TALL if m >= TALL_MIN_M else ()
-    best = min([deepest(128, w) for w in BALANCE_WIDTHS] + list(tall), key=lambda c: (work(c), -c.block_n, c.block_m))
+    tall_tiles = TALL if tall and m >= TALL_MIN_M else ()
+    best = min([deepest(128, w) for w in BALANCE_WIDTHS] + list(tall_tiles),
+               key=lambda c: (work(c), -c.block_n, c.block_m))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 

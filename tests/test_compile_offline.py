@@ -119,7 +119,7 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
     the clustered configs carry their cluster shape in the cubin."""
     from gn_mm import sass, sm90_mm
-    from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, TALL, TALL_SPILLS, choose_sm90
 
     big = choose_sm90(8192, 8192, 8192, 132)
     jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
@@ -128,6 +128,10 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
         jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg)
                  for cfg in SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS
                  if cfg != big and not (acc == "f16" and cfg.cluster_k > 1)]
+    # The 192-row tile (128 registers per thread) for one variant of every accumulator x output pair the heuristic
+    # may give it (TALL_SPILLS: the pairs it keeps off it)
+    pairs = {(v.acc, out): v for v in variants.WGMMA for out in v.outs if (v.acc, out) not in TALL_SPILLS}
+    jobs += [(v, out, cfg) for (acc, out), v in pairs.items() for cfg in TALL if (v, out, cfg) not in jobs]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda j: (j, runtime.build(sm90_mm.spec(*j), backend="bindings")), jobs))
     bad = []

@@ -240,6 +240,7 @@ def test_tall_tiles_are_checked_and_picked_from_their_min_m():
         Sm90Config(256, 128, 2).check()
     assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768, 6144, 132)  # 258 of 128 x 144 -> 128
     assert choose_sm90(TALL_MIN_M - 1, 12288, 8192, 132).block_m == 128  # 2 x 64 would fit one round, measured slower
+    assert choose_sm90(768, 6144, 8192, 132, tall=False).block_m == 128  # int32 sums into bf16 / fp16 (TALL_SPILLS)
 
 
 def test_decode_tiles_widen_until_their_clusters_of_4_fit():
