@@ -212,6 +212,7 @@ BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `
 # (bf16 576 x 8192 x 4096 60.6 -> 54.7 us, torch 50.9; f16 1536 x 3072 x 14336 188.9 -> 175.1, 167.4), M = 288-384
 # 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
 TALL = (deepest(192, 192),)
+BALANCE_TILES = tuple(deepest(128, w) for w in BALANCE_WIDTHS)
 TALL_MIN_M = 385
 # (accumulator, output) pairs whose 192 x 192 kernel spills at 128 registers: int32 sums scaled into bf16 / fp16 (8
 # bytes; every other variant compiles clean, tests/test_compile_offline.py). `choose_sm90(..., tall=False)` for them.
@@ -238,9 +239,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
     80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
-    narrower tile in as many). dram_tbs: the GPU's peak DRAM
-    bandwidth in TB/s (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles depend on it). tall: whether `balance`
-    may offer TALL (False for the TALL_SPILLS variants)."""
+    narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`; the
+    narrowest 64-row fit tiles depend on it). tall: whether `balance` may offer TALL (False for the TALL_SPILLS
+    variants)."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
         return cfg.tiles(m, n) * cfg.cluster_m
 
@@ -301,8 +302,7 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int, tall: bool = True) -
     def work(c):
         return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST) * c.block_m
 
-    tall_tiles = TALL if tall and m >= TALL_MIN_M else ()
-    best = min([deepest(128, w) for w in BALANCE_WIDTHS] + list(tall_tiles),
+    best = min(BALANCE_TILES + (TALL if tall and m >= TALL_MIN_M else ()),
                key=lambda c: (work(c), -c.block_n, c.block_m))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
@@ -314,6 +314,7 @@ FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
+WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs must fill to keep the whole K
 
 
 def whole_k(cfg: Sm90Config, m: int, n: int, sm_count: int) -> bool:
@@ -326,9 +327,6 @@ def whole_k(cfg: Sm90Config, m: int, n: int, sm_count: int) -> bool:
     if m <= FIT_MAX_M:
         return cfg in WHOLE_K
     return cfg.block_m >= 128 and cfg.tiles(m, n) * cfg.cluster_m >= WHOLE_K_FILL * sm_count
-
-
-WHOLE_K_FILL = 0.75
 
 
 def _valid(cfg: Sm90Config) -> bool:
