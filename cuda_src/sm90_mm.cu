@@ -13,6 +13,8 @@
 // CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
 // A and one half of B, multicast into both CTAs: L2 -> SM traffic per tile drops by a third. A slot is
 // refilled only when the consumers of both CTAs have released it (they arrive on both CTAs' barriers).
+// CLUSTER_N = 2 or 4, the mirror image: the CTAs own horizontally adjacent tiles with the same A tile, each loads
+// its own B and one part of A, multicast into all (few rows, many columns: A is the larger share of a stage).
 //
 // CLUSTER_K > 1 (decode-sized problems): the CTAs of a cluster share one output tile and split its K; each
 // leaves its raw sums in its own (drained) ring, and after a cluster barrier CTA r adds column slice r of
@@ -26,8 +28,8 @@
 #define GN_WGMMA_REGS 128
 #define GN_WGMMA(d, desc_a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
-constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1, CLUSTER_K = 1;
-#define GN_CLUSTER  // __cluster_dims__(CLUSTER_M * CLUSTER_K, 1, 1) when that is > 1
+constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1, CLUSTER_N = 1, CLUSTER_K = 1;
+#define GN_CLUSTER  // __cluster_dims__(CLUSTER_M * CLUSTER_N * CLUSTER_K, 1, 1) when that is > 1
 // ---- kernel ----
 #include "epilogue.cuh"
 #include "ptx/tma.cuh"
@@ -44,6 +46,8 @@ constexpr int STAGE_BYTES = A_TILE + B_TILE;
 // Registers per thread after setmaxnreg: 128 x PRODUCER_REGS + 128 x CONSUMERS x CONSUMER_REGS <= 64 K.
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 3 ? 152 : CONSUMERS == 2 ? 232 : 240;
 constexpr int B_PART = B_TILE / CLUSTER_M;      // bytes of B each CTA of a cluster loads (and multicasts)
+constexpr int A_PART = A_TILE / CLUSTER_N;      // bytes of A likewise
+constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs that fill each other's stages (1: none)
 // TMA-store epilogue: each consumer stages its 64 rows in chunks of 128-byte rows (64 bf16 / 32 f32 columns),
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
@@ -56,9 +60,11 @@ static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3, "BLOCK_M mu
 static_assert(CONSUMERS < 3 || CLUSTER_K == 1, "192-row tiles: no CLUSTER_K");
 static_assert(BLOCK_N % 16 == 0 && BLOCK_N <= 256, "BLOCK_N must be a multiple of 16, at most 256");
 static_assert(CLUSTER_M == 1 || (CLUSTER_M == 2 && B_PART % 1024 == 0), "CLUSTER_M: 1, or 2 with 1 KB halves of B");
-constexpr int CLUSTER = CLUSTER_M * CLUSTER_K;        // CTAs per cluster
+static_assert(CLUSTER_N == 1 || ((CLUSTER_N == 2 || CLUSTER_N == 4) && A_PART % 1024 == 0 && CLUSTER_M == 1),
+              "CLUSTER_N: 1, or 2 / 4 with 1 KB parts of A, not with CLUSTER_M");
+constexpr int CLUSTER = CLUSTER_M * CLUSTER_N * CLUSTER_K;  // CTAs per cluster
 constexpr int SLICE = BLOCK_N / CLUSTER_K;            // CLUSTER_K: the columns each CTA reduces and stores
-static_assert(CLUSTER_K == 1 || (CLUSTER_M == 1 && SLICE % 2 == 0 && GN_ACC_KIND != GN_ACC_F16 &&
+static_assert(CLUSTER_K == 1 || (MULTICAST == 1 && SLICE % 2 == 0 && GN_ACC_KIND != GN_ACC_F16 &&
                                  BLOCK_M * BLOCK_N * 4 <= NUM_STAGES * STAGE_BYTES),
               "CLUSTER_K: no B multicast, an even column slice per CTA, 4-byte sums that fit the ring");
 
@@ -182,22 +188,23 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
 }
 
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
-// step-th unit, its CTA `rank` the rank-th row tile of the cluster tile (CLUSTER_M) or the rank-th share of
-// the unit's K tiles (CLUSTER_K; the host requires at least CLUSTER_K of them).
+// step-th unit, its CTA `rank` the rank-th row (column) tile of the cluster tile (CLUSTER_M, CLUSTER_N) or the
+// rank-th share of the unit's K tiles (CLUSTER_K; the host requires at least CLUSTER_K of them).
 struct Work {
-  int tiles, units, step, cluster, grid_cm, grid_n, k_tiles_total, per_split, splits;
+  int tiles, units, step, cluster, grid_cm, grid_cn, k_tiles_total, per_split, splits;
   u32 rank;
   GN_DEVICE int first() const { return cluster; }
   GN_DEVICE void unit(int u, int& tm, int& tn, int& kt0, int& k_tiles) const {
-    raster(u % tiles, grid_cm, grid_n, tm, tn);
+    raster(u % tiles, grid_cm, grid_cn, tm, tn);
     kt0 = (u / tiles) * per_split;  // the host makes every split non-empty
     k_tiles = gn_min(per_split, k_tiles_total - kt0);
     if constexpr (CLUSTER_K > 1) {  // balanced shares: none is empty while k_tiles >= CLUSTER_K
       const int lo = (int)rank * k_tiles / CLUSTER_K, hi = ((int)rank + 1) * k_tiles / CLUSTER_K;
       kt0 += lo;
       k_tiles = hi - lo;
-    } else {
-      tm = tm * CLUSTER_M + (int)rank;  // past the last row tile (odd grid_m): loads are zeros, stores masked
+    } else {  // past the last row (column) tile: loads are zeros, stores masked
+      tm = tm * CLUSTER_M + (CLUSTER_M > 1 ? (int)rank : 0);
+      tn = tn * CLUSTER_N + (CLUSTER_N > 1 ? (int)rank : 0);
     }
   }
 };
@@ -205,17 +212,18 @@ struct Work {
 // Which map and row each box of tile (tm, tn) comes from. A ragged last row (column) tile loads only its rows,
 // through tma_at (tma_bt): a box partly past M would be zero-filled by the TMA unit, which measured 16-19% slower
 // for the whole kernel at M = 100 (bf16 20.1 against 16.9 us). The ring's rows past M (N) keep stale data; they
-// only reach outputs that are never stored. CLUSTER_M: each CTA loads (multicasts) its part of B, full boxes.
+// only reach outputs that are never stored. CLUSTER_M (CLUSTER_N): each CTA loads (multicasts) its part of B (A),
+// full boxes.
 struct Boxes {
   const TmaDesc *a, *b;
   int row_a, row_b, bytes;  // bytes: what the stage's barrier expects
   GN_DEVICE Boxes(const TmaDesc* ma, const TmaDesc* mat, const TmaDesc* mb, const TmaDesc* mbt, int M, int N, int tm,
                   int tn, u32 rank) {
-    const int tail_m = M % BLOCK_M, tail_n = CLUSTER_M == 1 ? N % BLOCK_N : 0;
+    const int tail_m = CLUSTER_N == 1 ? M % BLOCK_M : 0, tail_n = CLUSTER_M == 1 ? N % BLOCK_N : 0;
     const bool short_m = tail_m != 0 && tm == (M - 1) / BLOCK_M, short_n = tail_n != 0 && tn == (N - 1) / BLOCK_N;
     a = short_m ? mat : ma;
     b = short_n ? mbt : mb;
-    row_a = tm * BLOCK_M;
+    row_a = tm * BLOCK_M + (CLUSTER_N > 1 ? (int)rank * (BLOCK_M / CLUSTER_N) : 0);
     row_b = tn * BLOCK_N + (CLUSTER_M > 1 ? (int)rank * (BLOCK_N / CLUSTER_M) : 0);
     bytes = (short_m ? tail_m * ROW_BYTES : A_TILE) + (short_n ? tail_n * ROW_BYTES : B_TILE);
   }
@@ -224,8 +232,8 @@ struct Boxes {
 // One consumer warp is done with a slot: tell every CTA of the cluster (each of them writes into it). Lane r
 // signals CTA r, so the remote arrivals go out in parallel.
 GN_DEVICE void release(u32 empty_bar, int lane) {
-  if constexpr (CLUSTER_M > 1) {
-    if (lane < CLUSTER_M) mbar_arrive_cluster(cluster_map(empty_bar, lane));
+  if constexpr (MULTICAST > 1) {
+    if (lane < MULTICAST) mbar_arrive_cluster(cluster_map(empty_bar, lane));
   } else {
     if (lane == 0) mbar_arrive(empty_bar);
   }
@@ -351,10 +359,10 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
 using namespace sm90;
 
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
-// 128 bytes x BLOCK_M / (BLOCK_N / CLUSTER_M) rows; tma_at / tma_bt: the same with boxes of M % BLOCK_M / N %
-// BLOCK_N rows, for the ragged last row / column tile (tma_bt without clusters only; otherwise unused).
+// 128 bytes x (BLOCK_M / CLUSTER_N) / (BLOCK_N / CLUSTER_M) rows; tma_at / tma_bt: the same with boxes of M %
+// BLOCK_M / N % BLOCK_N rows, for the ragged last row / column tile (without CLUSTER_N / CLUSTER_M; else unused).
 // c_tma = 1: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle) and the
-// epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER_M. C: [M, N] with row
+// epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
 // runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue. prefetch:
 // k-tiles of the CTA's first unit brought into L2 before waiting for the previous kernel (PDL).
@@ -373,14 +381,15 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
 
   // Cluster rank (0 without clusters) and the clusters that sweep the tiles: a cluster owns CLUSTER_M
-  // vertically adjacent tiles, or (CLUSTER_K) the K shares of one tile.
+  // vertically or CLUSTER_N horizontally adjacent tiles, or (CLUSTER_K) the K shares of one tile.
   const u32 rank = CLUSTER > 1 ? cluster_ctarank() : 0;
   const int cluster = blockIdx.x / CLUSTER, clusters = gridDim.x / CLUSTER;
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
   const int grid_cm = (grid_m + CLUSTER_M - 1) / CLUSTER_M;  // cluster tiles along M
+  const int grid_cn = (grid_n + CLUSTER_N - 1) / CLUSTER_N;  // and along N
   const int k_tiles_total = (k_bytes + ROW_BYTES - 1) / ROW_BYTES, per_split = (k_tiles_total + splits - 1) / splits;
-  const Work w{grid_cm * grid_n, grid_cm * grid_n * splits, clusters, cluster, grid_cm, grid_n, k_tiles_total,
+  const Work w{grid_cm * grid_cn, grid_cm * grid_cn * splits, clusters, cluster, grid_cm, grid_cn, k_tiles_total,
                per_split, splits, rank};
 
   // Before the wait below: this CTA's first `prefetch` stages into L2, while the previous kernel finishes. Safe:
@@ -401,11 +410,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   if (threadIdx.x == 0) {
     for (int s = 0; s < NUM_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);                              // the producer's arrive + the TMA bytes
-      mbar_init(empty0 + 8 * s, CLUSTER_M * CONSUMERS * 4);      // one arrival per consumer warp of the cluster
+      mbar_init(empty0 + 8 * s, MULTICAST * CONSUMERS * 4);      // one arrival per consumer warp of the cluster
     }
     mbar_fence_init();
   }
-  if constexpr (CLUSTER_M > 1) cluster_sync();  // peers' barriers exist before anyone signals them
+  if constexpr (MULTICAST > 1) cluster_sync();  // peers' barriers exist before anyone signals them
   else __syncthreads();
   // Launched as a programmatic dependent: the prologue above overlaps the previous kernel's tail; every global
   // access waits for it to complete, and the next kernel may launch at once (it waits for this one likewise).
@@ -425,7 +434,10 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
           if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
           mbar_arrive_expect_tx(full, box.bytes);
-          tma_load_2d(stage, box.a, kt * ROW_BYTES, box.row_a, full);
+          if constexpr (CLUSTER_N > 1)
+            tma_load_2d_multicast(stage + rank * A_PART, box.a, kt * ROW_BYTES, box.row_a, full, (1 << CLUSTER_N) - 1);
+          else
+            tma_load_2d(stage, box.a, kt * ROW_BYTES, box.row_a, full);
           if constexpr (CLUSTER_M > 1)
             tma_load_2d_multicast(stage + A_TILE + rank * B_PART, box.b, kt * ROW_BYTES, box.row_b, full,
                                   (1 << CLUSTER_M) - 1);
@@ -444,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
   }
   // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers. (CLUSTER_K:
   // the second barrier of each tile's reduction already ends every access to a peer.)
-  if constexpr (CLUSTER_M > 1) cluster_sync();
+  if constexpr (MULTICAST > 1) cluster_sync();
 }
 
 #include "mm_reduce.cuh"

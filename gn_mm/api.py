@@ -14,7 +14,7 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, in_cluster, whole_k, widen
+from .sm90_config import SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, in_cluster, share_a, whole_k, widen
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -205,6 +205,13 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                     return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
+        if config is None and splits == 1:
+            # The tile in clusters sharing A, when all of them are resident at once.
+            cand = share_a(cfg, m, n, gpu.sm_count)
+            if cand is not cfg:
+                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
+                if plan.grid == cand.ctas(m, n):
+                    return plan
         return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:

@@ -29,25 +29,37 @@ class Sm90Config:
     group_m: int = 8
     cluster_m: int = 1  # 2: CTA pairs along M share (multicast) their B tile
     cluster_k: int = 1  # 2, 4, 8: a cluster's CTAs split one tile's K and add their sums on chip (decode)
+    cluster_n: int = 1  # 2, 4: CTAs along N share (multicast) their A tile
 
     @property
     def name(self) -> str:
+        cn = f"_n{self.cluster_n}" if self.cluster_n > 1 else ""
         k = f"_k{self.cluster_k}" if self.cluster_k > 1 else ""
-        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}{k}"
+        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}{cn}{k}"
 
     @classmethod
     def parse(cls, name: str) -> "Sm90Config":
-        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_k(\d+))?", name.strip())
+        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_n(\d+))?(?:_k(\d+))?", name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8_c2")
-        bm, bn, st, g, c, k = m.groups()
-        return cls(int(bm), int(bn), int(st), int(g or 8), int(c or 1), int(k or 1))
+        bm, bn, st, g, c, cn, k = m.groups()
+        return cls(int(bm), int(bn), int(st), int(g or 8), cluster_m=int(c or 1), cluster_k=int(k or 1),
+                   cluster_n=int(cn or 1))
 
     block_k_bytes = ROW_BYTES  # K bytes per stage (what the split-K heuristic counts)
 
+    @property
+    def cluster(self) -> int:
+        """CTAs per cluster."""
+        return self.cluster_m * self.cluster_n * self.cluster_k
+
     def tiles(self, m: int, n: int) -> int:
-        """Output tiles of an [m, n] result, a cluster's row tiles counted as one."""
-        return -(-m // (self.block_m * self.cluster_m)) * -(-n // self.block_n)
+        """Output tiles of an [m, n] result, a cluster's row (column) tiles counted as one."""
+        return -(-m // (self.block_m * self.cluster_m)) * -(-n // (self.block_n * self.cluster_n))
+
+    def ctas(self, m: int, n: int) -> int:
+        """CTAs that cover an [m, n] result with the whole K each, a cluster's idle ones (past M or N) included."""
+        return self.tiles(m, n) * self.cluster_m * self.cluster_n
 
     # Cached (read on every launch); a frozen dataclass still takes a cached_property in its __dict__.
     @functools.cached_property
@@ -65,7 +77,7 @@ class Sm90Config:
         problems = []
         if self.block_m not in (64, 128, 192):
             problems.append("block_m must be 64, 128 or 192")
-        if self.block_m == 192 and (self.block_n > BLOCK_N_MAX_192 or self.cluster_m > 1 or self.cluster_k > 1):
+        if self.block_m == 192 and (self.block_n > BLOCK_N_MAX_192 or self.cluster > 1):
             problems.append(f"192-row tiles: block_n at most {BLOCK_N_MAX_192}, no clusters")
         if self.block_n % 16 or not 16 <= self.block_n <= 256:
             problems.append("block_n must be a multiple of 16 in [16, 256]")
@@ -75,8 +87,11 @@ class Sm90Config:
             problems.append("group_m must be >= 1")
         if self.cluster_m not in (1, 2) or (self.block_n // self.cluster_m * ROW_BYTES) % 1024:
             problems.append("cluster_m must be 1, or 2 with block_n a multiple of 16")
+        if self.cluster_n not in (1, 2, 4) or (self.cluster_n > 1 and (
+                self.cluster_m > 1 or (self.block_m // self.cluster_n * ROW_BYTES) % 1024)):
+            problems.append("cluster_n must be 1, or 2 or 4 without cluster_m and with 8-row multiples of A per CTA")
         if self.cluster_k not in (1, 2, 4, 8) or (self.cluster_k > 1 and (
-                self.cluster_m > 1 or self.block_n % (2 * self.cluster_k)
+                self.cluster_m * self.cluster_n > 1 or self.block_n % (2 * self.cluster_k)
                 or self.block_m * self.block_n * 4 > self.stages * (self.block_m + self.block_n) * ROW_BYTES)):
             problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m, with an even column slice per CTA "
                             "and the tile's 4-byte sums fitting the ring")
@@ -87,13 +102,13 @@ class Sm90Config:
 
 
 def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, smem_limit: int = SMEM_LIMIT,
-            cap: int | None = None) -> Sm90Config:
+            cap: int | None = None, cluster_n: int = 1) -> Sm90Config:
     """The config with as many stages as shared memory holds (more stages hide more TMA latency), up to `cap`
     (default 8, or 16 for tiles narrower than 128 columns, whose stages carry fewer weight bytes each)."""
     stages = cap or (8 if block_n >= 128 else 16)
     while Sm90Config(block_m, block_n, stages, group_m, cluster_m).smem_bytes > smem_limit:
         stages -= 1
-    return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
+    return Sm90Config(block_m, block_n, stages, group_m, cluster_m, cluster_n=cluster_n)
 
 
 # The large tiles in order of preference (the heuristic takes the first whose tile count fills the GPU), the
@@ -241,9 +256,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
     narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`; the
     narrowest 64-row fit tiles depend on it). tall: whether `balance` may offer TALL (False for the TALL_SPILLS
-    variants)."""
+    variants). gn_mm.mm then runs the pick in clusters along N sharing A where `share_a` says so."""
     def tiles(cfg):  # CTAs, a cluster's idle ones included
-        return cfg.tiles(m, n) * cfg.cluster_m
+        return cfg.ctas(m, n)
 
     def done(cfg):
         return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count, tall)
@@ -274,7 +289,7 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     2-CTA cluster over two of them) with the fewest columns, at least `fit_min_n`, whose CTAs fit in one round (two
     rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. (`cfg`'s
     CTAs are counted before any K split.)"""
-    ctas = cfg.tiles(m, n) * cfg.cluster_m
+    ctas = cfg.ctas(m, n)
     block_m = 64 if m <= 64 else 128
     rows = -(-m // block_m)
     if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
@@ -300,16 +315,48 @@ def balance(cfg: Sm90Config, m: int, n: int, sm_count: int, tall: bool = True) -
         return cfg
 
     def work(c):
-        return -(-c.tiles(m, n) * c.cluster_m // sm_count) * (c.block_n + BALANCE_COST) * c.block_m
+        return -(-c.ctas(m, n) // sm_count) * (c.block_n + BALANCE_COST) * c.block_m
 
     best = min(BALANCE_TILES + (TALL if tall and m >= TALL_MIN_M else ()),
                key=lambda c: (work(c), -c.block_n, c.block_m))
     return best if work(best) <= BALANCE_GAIN * work(cfg) else cfg
 
 
+# One row tile of 64-128 rows across many columns (M <= 128, N of 14 K+): clusters of 4 CTAs along N, each loading a
+# quarter of the A tile they share and multicasting it (CLUSTER_N), so that L2 -> SM traffic per CTA falls by 3/8 at
+# 128 x 128. Eighteenth session (H100, CUDA-graph replay, three interleaved rounds, the heuristic's tile forced alone
+# and in clusters, outputs bit-identical; `sm90_cluster_n_small_m_h100.json`), us, alone -> clusters of 4 (torch):
+# bf16 128 x 14336 x 4096 46.1 -> 44.4 (45.8), 96 x 14336 x 4096 45.6 -> 44.4, 64 x 14336 x 4096 (64 x 128) 44.0 ->
+# 42.8, 128 x 28672 x 4096 87.8 -> 85.2 (88.8), 64 x 28672 x 4096 (128 x 256) 85.6 -> 84.1; e4m3 128 x 14336 x 4096
+# 26.0 -> 25.1 (25.8); s8 128 x 14336 x 4096 28.0 -> 26.8 (31.5). A/B of the heuristic against the one without
+# (`sm90_share_a_ab_h100.json`, bf16 / e4m3 / s8 / f16 / tf32, M = 64-128, K = 4 / 14 K): 33 shapes in one round of
+# clusters 0.979x the time (0.954-1.001); 15 in two rounds (224 tiles at N = 28672, 30 clusters of 4 resident against
+# 132 lone CTAs) 0.991x but up to 1.013x at K = 14336, so one round only. Not taken: 16 rows (3 of the 4 quarters of A past
+# M, zero-filled: +0-1%), 96 CTAs (64 x 128 at N = 6144: 5-9% slower), tiles under 128 columns (64 x 32-96: the
+# cluster's 4-CTA granularity left tiles for a second round, up to 1.9x the time), and M = 384-768 (128 x 80-240
+# tiles in clusters of 2 or 4: 2-20% slower, `sm90_cluster_n_h100.json`): there a cluster's CTAs wait for each
+# other's releases of a slot more than the multicast saves.
+SHARE_A_CLUSTER, SHARE_A_MIN_M, SHARE_A_MIN_TILES = 4, 64, 0.84
+
+
+def share_a(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
+    """`cfg` in clusters of SHARE_A_CLUSTER CTAs along N sharing their A tile, where that measured faster: a lone tile
+    (no cluster) of 64 or 128 rows holding all SHARE_A_MIN_M..block_m rows, at least 128 columns wide, whose tiles make
+    one round of the SMs, SHARE_A_MIN_TILES of it or more; else `cfg`. The caller keeps `cfg` unless every cluster is
+    resident at once (`tma.max_active_clusters`: 30 clusters of 4 on a 132-SM H100, so 132 tiles of 64 x 144 at N =
+    18944 stay alone)."""
+    if (cfg.cluster > 1 or cfg.block_m not in (64, 128) or cfg.block_n < 128 or not SHARE_A_MIN_M <= m <= cfg.block_m
+            or not SHARE_A_MIN_TILES * sm_count <= cfg.tiles(m, n) <= sm_count):
+        return cfg
+    return dataclasses.replace(cfg, cluster_n=SHARE_A_CLUSTER)
+
+
 # Every tile `fit` or `balance` can return beside the menu's (compiled and checked by the offline tests).
 FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(FIT_MIN_N[bm], 257, 16)
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS) + TALL
+# The clustered forms `share_a` can give the menu's and `fit`'s tiles (compiled and checked by the offline tests).
+SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c in SM90_CONFIGS + FIT_CONFIGS
+                        if c.cluster == 1 and c.block_m in (64, 128) and c.block_n >= 128)
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
@@ -326,7 +373,7 @@ def whole_k(cfg: Sm90Config, m: int, n: int, sm_count: int) -> bool:
     at 8449 x 112) leave the split to choose_splits, whose workspace pays at long K."""
     if m <= FIT_MAX_M:
         return cfg in WHOLE_K
-    return cfg.block_m >= 128 and cfg.tiles(m, n) * cfg.cluster_m >= WHOLE_K_FILL * sm_count
+    return cfg.block_m >= 128 and cfg.ctas(m, n) >= WHOLE_K_FILL * sm_count
 
 
 def _valid(cfg: Sm90Config) -> bool:

@@ -43,7 +43,7 @@ class Plan:
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
              device) -> "Plan":
-        cl = config.cluster_m * config.cluster_k  # CTAs per cluster
+        cl = config.cluster  # CTAs per cluster
         units = config.tiles(m, n) * splits
         s = spec(variant, out, config)
         main = runtime.kernel(s, device)
@@ -60,7 +60,10 @@ class Plan:
         runtime.launch."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
-        map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
+        if cfg.cluster_n == 1:
+            map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
+        else:  # each CTA of a cluster multicasts part of A: full boxes only (the kernel ignores map_at)
+            map_a = map_at = tma.rows_map(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m // cfg.cluster_n, "a")
         if cfg.cluster_m == 1:
             map_b, map_bt = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b")
         else:  # each CTA of a cluster multicasts part of B: full boxes only (the kernel ignores map_bt)

@@ -12,7 +12,7 @@ import torch
 
 import gn_mm
 from gn_mm import variant_table as variants
-from gn_mm.sm90_config import FIT_CONFIGS, SPLIT_CLUSTERS
+from gn_mm.sm90_config import FIT_CONFIGS, SHARE_A_CONFIGS, SPLIT_CLUSTERS
 
 dev = torch.device("cuda")
 hopper = torch.cuda.get_device_capability() == (9, 0)
@@ -38,7 +38,8 @@ for v in variants.MMA_SYNC:
         if hopper:  # the mma.sync kernel with its TMA-filled ring
             gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
     if hopper:  # int4 too: unpacked to int8 for the s8 wgmma when a wgmma config is given
-        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5]:  # and a sample of the fit tiles (chunk tails, pairs)
+        # and samples of the fit tiles (chunk tails, pairs) and of the clusters along N (3 of 4 CTAs past N = 47)
+        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5] + SHARE_A_CONFIGS[::6]:
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
         if v.acc != "f16" and v.a not in ("s4", "u4"):  # K split in clusters of 2-8 CTAs: 16+ K steps
             reps = 16 // a.element_size() if a.element_size() < 4 else 8

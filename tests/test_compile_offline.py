@@ -119,14 +119,15 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
     the clustered configs carry their cluster shape in the cubin."""
     from gn_mm import sass, sm90_mm
-    from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, TALL, TALL_SPILLS, choose_sm90
+    from gn_mm.sm90_config import (FIT_CONFIGS, SHARE_A_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, TALL, TALL_SPILLS,
+                                   choose_sm90)
 
     big = choose_sm90(8192, 8192, 8192, 132)
     jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
         jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg)
-                 for cfg in SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS
+                 for cfg in SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS
                  if cfg != big and not (acc == "f16" and cfg.cluster_k > 1)]
     # The 192-row tile (128 registers per thread) for one variant of every accumulator x output pair the heuristic
     # may give it (TALL_SPILLS: the pairs it keeps off it)
@@ -145,13 +146,13 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
         import subprocess
         import tempfile
 
-        clustered = [r for r in results if r[0][2].cluster_m > 1][:1] + [r for r in results if r[0][2].cluster_k > 1][:1]
+        clustered = [[r for r in results if getattr(r[0][2], f"cluster_{d}") > 1][0] for d in "mnk"]
         for (v, out, cfg), built in results[:1] + clustered:
             with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
                 f.write(built.cubin)
                 f.flush()
                 elf = subprocess.run([tool, "-elf", f.name], capture_output=True, text=True).stdout
-            assert ("EIATTR_CTA_PER_CLUSTER" in elf) == (cfg.cluster_m * cfg.cluster_k > 1), cfg.name
+            assert ("EIATTR_CTA_PER_CLUSTER" in elf) == (cfg.cluster > 1), cfg.name
 
 
 def test_wgmma_microbenchmarks_compile_clean(fresh_cache):

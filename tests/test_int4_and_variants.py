@@ -254,3 +254,30 @@ def test_decode_tiles_widen_until_their_clusters_of_4_fit():
     for w in DECODE_WIDE:
         w.check()
         assert (w.block_m, w.cluster_k) == (64, 4) and w.stages >= 6
+
+
+def test_share_a_clusters_along_n_where_measured():
+    """`share_a`: one 64-128-row block across one round of 112+ tiles of 128+ columns runs in clusters of 4 along N
+    sharing A (name suffix `_n4`, parsed back); 16 rows, 96 or 224 tiles, narrow tiles, pairs and M > 128 stay alone;
+    cluster_n is
+    checked (2 or 4, never with cluster_m / cluster_k, 1 KB parts of A)."""
+    from gn_mm.errors import LayoutError
+    from gn_mm.sm90_config import (LARGE, SHARE_A_CONFIGS, Sm90Config, choose_sm90, share_a)
+
+    for m, n, want in ((128, 14336, "sm90_128x128_s6_g8_c1_n4"), (96, 14336, "sm90_128x128_s6_g8_c1_n4"),
+                       (64, 14336, "sm90_64x128_s8_g8_c1_n4"), (64, 28672, "sm90_128x256_s4_g8_c1_n4")):
+        cfg = share_a(choose_sm90(m, n, 8192, 132), m, n, 132)
+        assert cfg.name == want and cfg in SHARE_A_CONFIGS and Sm90Config.parse(cfg.name) == cfg, (m, n, cfg.name)
+        assert cfg.cluster == 4 and cfg.ctas(m, n) == 4 * cfg.tiles(m, n)
+    for m, n in ((16, 14336), (128, 6144), (128, 4096), (100, 11008), (200, 14336), (4096, 4096), (128, 28672)):
+        cfg = choose_sm90(m, n, 8192, 132)
+        assert share_a(cfg, m, n, 132) is cfg, (m, n, cfg.name)
+    assert Sm90Config.parse("sm90_128x80_s7_g8_c1_n2").cluster_n == 2
+    for bad in (dict(cluster_n=3), dict(cluster_n=2, cluster_m=2), dict(cluster_n=4, cluster_k=2)):
+        with pytest.raises(LayoutError, match="cluster_n|cluster_k"):
+            dataclasses.replace(LARGE[1], **bad).check()
+    Sm90Config(64, 128, 4, cluster_n=4).check()  # quarters of 16 rows (2 KB)
+    with pytest.raises(LayoutError, match="cluster_n"):
+        Sm90Config(64, 128, 4, cluster_n=8).check()
+    with pytest.raises(LayoutError, match="192-row tiles"):
+        Sm90Config(192, 128, 3, cluster_n=2).check()

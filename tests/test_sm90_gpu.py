@@ -10,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS, WHOLE_K
+from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS, WHOLE_K, Sm90Config
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -68,6 +68,50 @@ def test_every_fit_config(cfg, combo, m):
     c = _poison(m, n, OUT_DTYPES[out], dev)
     gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
     _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
+
+
+SHARED_A = [dataclasses.replace(LARGE[2], cluster_n=4), dataclasses.replace(DECODE, cluster_n=4),
+            Sm90Config.parse("sm90_128x144_s5_g8_c1_n2"), dataclasses.replace(LARGE[1], cluster_n=2)]
+
+
+@pytest.mark.parametrize("cfg", SHARED_A, ids=[c.name for c in SHARED_A])
+@pytest.mark.parametrize("combo", FIT_COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in FIT_COMBOS])
+@pytest.mark.parametrize("shape", [(100, 1100, 520), (40, 1000, 300), (300, 2900, 520)])
+def test_clusters_along_n_share_a(cfg, combo, shape):
+    """CLUSTER_N (each CTA multicasts a part of the A tile its cluster shares): parts of A partly or wholly past M
+    (M = 100: a 128-row tile's last quarter; M = 40: two or three of four parts), clusters whose last CTAs lie past N
+    (1100 / 1000 columns: 9 / 8 tiles of 128 in clusters of 4), persistent clusters taking several tiles (300 x 2900)."""
+    a_t, b_t, acc, out = combo
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    if acc == "f16":
+        a.mul_(0.25)
+        a64 = a.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t == "e4m3")
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
+    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
+
+
+def test_heuristic_shares_a_in_clusters_of_4():
+    """128 x 14336: the heuristic's 112 tiles of 128 x 128 run in 28 clusters of 4 along N with the whole K; exact
+    for int8, and the same clusters with a forced 3-way split-K through the workspace."""
+    gpu = api._gpu(torch.cuda.current_device())
+    dev = torch.device("cuda")
+    for name, m in (("s8", 128), ("bf16", 96)):
+        v = variants.find(name, name, "s32" if name == "s8" else "f32")
+        plan = api._plan(v, v.outs[0], m, 14336, 4096 * BY_NAME[name].bits // 8, gpu, None, None)
+        assert (plan.config.cluster_n, plan.splits, plan.grid) == (4, 1, 112), plan.config.name
+    a, a64 = _rand(BY_NAME["s8"], 128, 4096, dev)
+    w, w64 = _rand(BY_NAME["s8"], 14336, 4096, dev)
+    c = _poison(128, 14336, torch.int32, dev)
+    gn_mm.mm(a, w.t(), out=c)
+    _check(c, a64 @ w64.t(), "s32")
+    c2 = _poison(128, 14336, torch.int32, dev)
+    gn_mm.mm(a, w.t(), out=c2, config=dataclasses.replace(LARGE[2], cluster_n=4), splits=3)
+    assert torch.equal(c, c2)
 
 
 WGMMA_OUTS = [(v, out) for v in variants.WGMMA for out in v.outs]
