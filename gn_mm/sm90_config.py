@@ -93,8 +93,8 @@ class Sm90Config:
         if self.cluster_k not in (1, 2, 4, 8) or (self.cluster_k > 1 and (
                 self.cluster_m * self.cluster_n > 1 or self.block_n % (2 * self.cluster_k)
                 or self.block_m * self.block_n * 4 > self.stages * (self.block_m + self.block_n) * ROW_BYTES)):
-            problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m, with an even column slice per CTA "
-                            "and the tile's 4-byte sums fitting the ring")
+            problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m / cluster_n, with an even column slice "
+                            "per CTA and the tile's 4-byte sums fitting the ring")
         if self.smem_bytes > smem_limit:
             problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
         if problems:
@@ -102,13 +102,13 @@ class Sm90Config:
 
 
 def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, smem_limit: int = SMEM_LIMIT,
-            cap: int | None = None, cluster_n: int = 1) -> Sm90Config:
+            cap: int | None = None) -> Sm90Config:
     """The config with as many stages as shared memory holds (more stages hide more TMA latency), up to `cap`
     (default 8, or 16 for tiles narrower than 128 columns, whose stages carry fewer weight bytes each)."""
     stages = cap or (8 if block_n >= 128 else 16)
     while Sm90Config(block_m, block_n, stages, group_m, cluster_m).smem_bytes > smem_limit:
         stages -= 1
-    return Sm90Config(block_m, block_n, stages, group_m, cluster_m, cluster_n=cluster_n)
+    return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
 
 
 # The large tiles in order of preference (the heuristic takes the first whose tile count fills the GPU), the

@@ -76,14 +76,19 @@ SHARED_A = [dataclasses.replace(LARGE[2], cluster_n=4), dataclasses.replace(DECO
 
 @pytest.mark.parametrize("cfg", SHARED_A, ids=[c.name for c in SHARED_A])
 @pytest.mark.parametrize("combo", FIT_COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in FIT_COMBOS])
-@pytest.mark.parametrize("shape", [(100, 1100, 520), (40, 1000, 300), (300, 2900, 520)])
+@pytest.mark.parametrize("shape", [(100, 1100, 520), (40, 1000, 300), (2100, 2900, 520)])
 def test_clusters_along_n_share_a(cfg, combo, shape):
     """CLUSTER_N (each CTA multicasts a part of the A tile its cluster shares): parts of A partly or wholly past M
     (M = 100: a 128-row tile's last quarter; M = 40: two or three of four parts), clusters whose last CTAs lie past N
-    (1100 / 1000 columns: 9 / 8 tiles of 128 in clusters of 4), persistent clusters taking several tiles (300 x 2900)."""
+    (1100 columns: 9 tiles of 128 in clusters of 4), persistent clusters taking several tiles (2100 x 2900: more
+    cluster tiles than clusters resident at once, so TMA-store chunk turns run across a cluster's tiles)."""
     a_t, b_t, acc, out = combo
     m, n, k = shape
     dev = torch.device("cuda")
+    if m == 2100:
+        gpu = api._gpu(torch.cuda.current_device())
+        plan = api._plan(variants.find(a_t, b_t, acc), out, m, n, k * BY_NAME[a_t].bits // 8, gpu, cfg, None)
+        assert plan.splits == 1 and plan.grid < cfg.ctas(m, n), (cfg.name, plan.grid)
     a, a64 = _rand(BY_NAME[a_t], m, k, dev)
     w, w64 = _rand(BY_NAME[b_t], n, k, dev)
     if acc == "f16":
