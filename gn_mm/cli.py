@@ -4,7 +4,7 @@
     python -m gn_mm bench [--variants bf16,s8] [--shapes square|llm|all] [--quick] [--out stem]   (GPU)
     python -m gn_mm sol [--dtypes bf16,s8] [--sizes 4096,8192] [--quick | --sustained] [--out stem] (GPU)
     python -m gn_mm w4a16-bench [--dtype bfloat16] [--ms 1,16] [--shapes 4096x4096] [--out stem]     (GPU)
-    python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8] [--all-configs] [--jobs 2]
+    python -m gn_mm compile --arch sm_80,sm_89,sm_90a [--variants bf16,s8,wgmma] [--all-configs] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -14,22 +14,29 @@ import json
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_w4a16, w4a16_decode
+from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_mm, sm90_w4a16, w4a16_decode
 from .errors import ArchError
 from .report import progress_bar
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates
-from .variant_table import MMA_SYNC, find_path, variants
+from .sm90_config import choose_sm90, heuristic_configs
+from .variant_table import MMA_SYNC, WGMMA, find_path, variants
+
+
+def _wanted(v, variant_filter, family: str) -> bool:
+    return not variant_filter or family in variant_filter or v.a in variant_filter or v.name in variant_filter
 
 
 def compile_jobs(archs, variant_filter=None, all_configs=False):
-    """(label, KernelSpec) pairs: each mma.sync variant on each arch it exists for, with the config the
-    heuristic picks for a large problem, or every config that fits; and the W4A16 kernels (filter "w4a16";
-    on sm_90 both the mma.sync and the wgmma family)."""
+    """(label, KernelSpec) pairs: each mma.sync variant on each arch it exists for, and on sm_90 each wgmma
+    variant (sm90_mm, built for sm_90a), with the config the heuristic picks for a large problem, or every config
+    that fits (mma.sync) / that the heuristic can pick (wgmma); and the W4A16 kernels (on sm_90 both the mma.sync
+    and the wgmma family). variant_filter: input types or variant names, or a family ("mma.sync", "wgmma",
+    "w4a16")."""
     jobs = []
     for arch in archs:
         for v in MMA_SYNC:
-            if arch.cc < v.min_arch or (variant_filter and v.a not in variant_filter and v.name not in variant_filter):
+            if arch.cc < v.min_arch or not _wanted(v, variant_filter, "mma.sync"):
                 continue
             emulated = arch.cc in v.emulated_on
             configs = (sm80_candidates(arch, emulated=emulated, acc=v.acc) if all_configs
@@ -38,6 +45,13 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                 for out in v.outs:
                     jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": arch.name},
                                  sm80_mm.spec(v, out, cfg, arch)))
+        for v in WGMMA if arch.cc == 90 else ():
+            if not _wanted(v, variant_filter, "wgmma"):
+                continue
+            for out in v.outs:
+                for cfg in heuristic_configs(v.acc, out) if all_configs else [choose_sm90(8192, 8192, 8192, 132)]:
+                    jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": "sm_90a"},
+                                 sm90_mm.spec(v, out, cfg)))
         if variant_filter and "w4a16" not in variant_filter:
             continue
         # The W4A16 kernels: mma.sync and decode on sm_80+, the wgmma kernel (sm_90a) on sm_90.
@@ -162,8 +176,10 @@ def main(argv=None) -> int:
     p = sub.add_parser("compile", help="compile kernel variants with NVRTC (no GPU needed) and report "
                                        "compile time, registers, shared memory and spills")
     p.add_argument("--arch", default="sm_80,sm_89,sm_90a,sm_120", help="comma-separated, e.g. sm_80,sm_90a")
-    p.add_argument("--variants", default="", help="filter: input types (bf16,e4m3,s8,...) or variant names")
-    p.add_argument("--all-configs", action="store_true", help="every config that fits, not just the default")
+    p.add_argument("--variants", default="", help="filter: input types (bf16,e4m3,s8,...), variant names, or "
+                   "families (mma.sync, wgmma, w4a16)")
+    p.add_argument("--all-configs", action="store_true", help="every config that fits (mma.sync, W4A16) or that the "
+                   "heuristic can pick (wgmma), not just the default")
     p.add_argument("--backend", choices=["torch", "bindings"], default=None,
                    help="NVRTC front-end (default: cuda.bindings, whose log has registers and spills)")
     p.add_argument("--jobs", type=int, default=2, help="parallel compiles")

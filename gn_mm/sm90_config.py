@@ -430,3 +430,10 @@ def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
     if (cfg.block_m, cfg.block_n, cfg.cluster_k) != (DECODE.block_m, DECODE.block_n, 4) or cfg.tiles(1, n) <= clusters:
         return None
     return next((w for w in DECODE_WIDE if w.tiles(1, n) <= clusters), None)
+
+
+def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, widen) can give a variant that accumulates in
+    `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for TALL_SPILLS."""
+    return tuple(c for c in dict.fromkeys(SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS)
+                 if not (acc == "f16" and c.cluster_k > 1) and not (c in TALL and (acc, out) in TALL_SPILLS))

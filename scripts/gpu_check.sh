@@ -18,7 +18,7 @@ python3 -c "import torch, sys; print(torch.__version__, torch.version.cuda, sys.
 
 arch=$(python3 -c "import torch; m, n = torch.cuda.get_device_capability(); print(f'sm_{m}{n}')")
 # Warm the disk cache for every variant x output x config in parallel: the tests then only load cubins.
-time python3 -m gn_mm compile --arch "$arch" --all-configs --jobs 16 --json > "$OUT/compile_$arch.json" \
+time python3 -m gn_mm compile --arch "$arch" --all-configs --variants mma.sync,w4a16 --jobs 16 --json > "$OUT/compile_$arch.json" \
   || echo "compile step reported spills" | tee -a "$OUT/gpu.txt"
 
 for step in $steps; do

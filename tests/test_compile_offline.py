@@ -38,8 +38,7 @@ def _assert_clean(results):
 
 def test_every_variant_and_output_compiles_without_spills(fresh_cache):
     """All (A, B, acc, out) on every arch, with the config the heuristic picks for large problems."""
-    names = {v.name for v in variants.MMA_SYNC}
-    jobs = [j for j in cli.compile_jobs(ARCHS) if j[0]["variant"] in names]
+    jobs = cli.compile_jobs(ARCHS, {"mma.sync"})
     assert len({(j[0]["variant"], j[0]["out"]) for j in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
     _assert_clean(_build_all(jobs))
 
@@ -119,16 +118,17 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
     the clustered configs carry their cluster shape in the cubin."""
     from gn_mm import sass, sm90_mm
-    from gn_mm.sm90_config import (FIT_CONFIGS, SHARE_A_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS, TALL, TALL_SPILLS,
-                                   choose_sm90)
+    from gn_mm.sm90_config import TALL, TALL_SPILLS, choose_sm90, heuristic_configs
 
     big = choose_sm90(8192, 8192, 8192, 132)
+    # what `python -m gn_mm compile --arch sm_90a --variants wgmma` builds: every variant x output, the large config
+    cli_jobs = cli.compile_jobs([Arch.parse("sm_90a")], {"wgmma"})
+    assert {(j[0]["variant"], j[0]["out"], j[0]["config"]) for j in cli_jobs} == \
+        {(v.name, out, big.name) for v in variants.WGMMA for out in v.outs}
     jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
-        jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg)
-                 for cfg in SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS
-                 if cfg != big and not (acc == "f16" and cfg.cluster_k > 1)]
+        jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in heuristic_configs(acc, out) if cfg != big]
     # The 192-row tile (128 registers per thread) for one variant of every accumulator x output pair the heuristic
     # may give it (TALL_SPILLS: the pairs it keeps off it)
     pairs = {(v.acc, out): v for v in variants.WGMMA for out in v.outs if (v.acc, out) not in TALL_SPILLS}
