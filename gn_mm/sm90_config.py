@@ -257,9 +257,6 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`; the
     narrowest 64-row fit tiles depend on it). tall: whether `balance` may offer TALL (False for the TALL_SPILLS
     variants). gn_mm.mm then runs the pick in clusters along N sharing A where `share_a` says so."""
-    def tiles(cfg):  # CTAs, a cluster's idle ones included
-        return cfg.ctas(m, n)
-
     def done(cfg):
         return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count, tall)
 
@@ -270,10 +267,10 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return done(cfg)
-    pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= tiles(NARROW_PAIR) <= sm_count
+    pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= NARROW_PAIR.ctas(m, n) <= sm_count
     narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
     candidates = LARGE + (DECODE,) + narrow
-    return done(min(candidates, key=lambda cfg: (-(-tiles(cfg) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
+    return done(min(candidates, key=lambda cfg: (-(-cfg.ctas(m, n) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                                  -cfg.block_n, cfg.block_m)))
 
 
@@ -345,10 +342,15 @@ def share_a(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config:
     one round of the SMs, SHARE_A_MIN_TILES of it or more; else `cfg`. The caller keeps `cfg` unless every cluster is
     resident at once (`tma.max_active_clusters`: 30 clusters of 4 on a 132-SM H100, so 132 tiles of 64 x 144 at N =
     18944 stay alone)."""
-    if (cfg.cluster > 1 or cfg.block_m not in (64, 128) or cfg.block_n < 128 or not SHARE_A_MIN_M <= m <= cfg.block_m
+    if (not _can_share_a(cfg) or not SHARE_A_MIN_M <= m <= cfg.block_m
             or not SHARE_A_MIN_TILES * sm_count <= cfg.tiles(m, n) <= sm_count):
         return cfg
     return dataclasses.replace(cfg, cluster_n=SHARE_A_CLUSTER)
+
+
+def _can_share_a(cfg: Sm90Config) -> bool:
+    """The tiles `share_a` may cluster: lone, of 64 or 128 rows, at least 128 columns wide."""
+    return cfg.cluster == 1 and cfg.block_m in (64, 128) and cfg.block_n >= 128
 
 
 # Every tile `fit` or `balance` can return beside the menu's (compiled and checked by the offline tests).
@@ -356,7 +358,7 @@ FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(
                     if (c := deepest(bm, w, r)) not in SM90_CONFIGS) + TALL
 # The clustered forms `share_a` can give the menu's and `fit`'s tiles (compiled and checked by the offline tests).
 SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c in SM90_CONFIGS + FIT_CONFIGS
-                        if c.cluster == 1 and c.block_m in (64, 128) and c.block_n >= 128)
+                        if _can_share_a(c))
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
