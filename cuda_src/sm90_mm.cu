@@ -246,7 +246,11 @@ GN_DEVICE u32 bits(int x) { return (u32)x; }
 // BLOCK_N sums in the drained ring (row-major, 4-byte values); after a cluster barrier, the consumers of CTA
 // `rank` add column slice `rank` of all CTAs' sums (rank order: deterministic) and store it through the
 // epilogue; a second barrier keeps every CTA's ring alive until its peers have read it. Every thread of every
-// CTA passes both barriers once per tile (the producer warpgroup too: see the kernel).
+// CTA passes both barriers once per tile (the producer warpgroup too: see the kernel). Neither barrier fences
+// global memory: the first publishes only this CTA's shared-memory writes (cluster_sync_smem), the second
+// orders nothing (relaxed) because each thread's remote reads are complete when it arrives: every value read
+// feeds a store issued before the arrival (pairs past N are not read). A release at cluster scope compiles to
+// MEMBAR.ALL.GPU, which waits for the epilogue's global stores (NOTES sm90 47).
 template <class Ep>
 GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], u32 smem0, int c, int t, int tm,
                                  int tn, u32 rank) {
@@ -262,11 +266,12 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
                      ::"r"(mine + ((r0 + 8 * h) * BLOCK_N + 8 * j + 2 * (lane % 4)) * 4), "r"(bits(d[4 * j + 2 * h])),
                      "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
   fence_proxy_async_smem();  // ordered before the TMA loads that refill the ring for a next tile
-  cluster_sync();
+  cluster_sync_smem();
   constexpr int PAIRS = SLICE / 2;
   for (int i = c * 128 + t; i < rows * PAIRS; i += CONSUMERS * 128) {
     const int row = i / PAIRS, col = (int)rank * SLICE + 2 * (i % PAIRS);
     const int g_row = tm * BLOCK_M + row;
+    if (tn * BLOCK_N + col >= ep.N) continue;  // nothing to store: not read either (see above)
     const u32 at = smem0 + ((row / 64) * 64 * BLOCK_N + (row % 64) * BLOCK_N + col) * 4;
     if constexpr (GN_ACC_KIND == GN_ACC_S32) {  // 64-bit sums saturated to int32, as .satfinite would
       i64 s0 = 0, s1 = 0;
@@ -289,7 +294,7 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
       ep.store2(g_row, tn * BLOCK_N + col, s0, s1);
     }
   }
-  cluster_sync();
+  cluster_sync_relaxed();
 }
 
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
@@ -446,8 +451,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
         }
       }
       if constexpr (CLUSTER_K > 1) {  // the consumers' two cluster barriers of this tile (reduce_in_cluster)
-        cluster_sync();
-        cluster_sync();
+        cluster_sync_relaxed();
+        cluster_sync_relaxed();
       }
     }
   } else {

@@ -72,6 +72,18 @@ GN_DEVICE u32 cluster_ctarank() {
 GN_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// cluster_sync for what peers read of this CTA's shared memory: the release covers only this CTA's shared-memory
+// writes (sync_restrict::shared::cta: MEMBAR.ALL.CTA in SASS), where a plain release arrive is MEMBAR.ALL.GPU and
+// waits for every global store in flight (NOTES sm90 29, 47).
+GN_DEVICE void cluster_sync_smem() {
+  asm volatile("fence.release.sync_restrict::shared::cta.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n"
+               "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// A cluster barrier that orders nothing (relaxed arrive): for a thread whose accesses need no ordering, or whose
+// reads of peers are complete because their values were consumed before it arrives.
+GN_DEVICE void cluster_sync_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 // The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address).
 GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
   u32 r;
