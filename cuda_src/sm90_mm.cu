@@ -419,7 +419,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     }
     mbar_fence_init();
   }
-  if constexpr (MULTICAST > 1) cluster_sync();  // peers' barriers exist before anyone signals them
+  // Peers' barriers exist before anyone signals them: fence.mbarrier_init released the inits, so a relaxed arrival.
+  if constexpr (MULTICAST > 1) cluster_sync_relaxed();
   else __syncthreads();
   // Launched as a programmatic dependent: the prologue above overlaps the previous kernel's tail; every global
   // access waits for it to complete, and the next kernel may launch at once (it waits for this one likewise).
@@ -455,13 +456,17 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
         cluster_sync_relaxed();
       }
     }
+    // No CTA may leave while a peer can still arrive on its barriers: wait until every consumer of the cluster has
+    // released the last slots (their multicast copies into this CTA have landed: its consumers waited for them).
+    // A peer waits likewise for this CTA's arrivals, so no cluster barrier (and no GPU-scope fence) at the exit.
+    if constexpr (MULTICAST > 1)
+      if (t == 0)
+        for (int j = gn_max(0, it - NUM_STAGES); j < it; ++j)
+          mbar_wait(empty0 + 8 * (j % NUM_STAGES), (j / NUM_STAGES) & 1);
   } else {
     consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
             scale_b_mode, has_bias);
   }
-  // No CTA may leave while a peer can still multicast into its shared memory or arrive on its barriers. (CLUSTER_K:
-  // the second barrier of each tile's reduction already ends every access to a peer.)
-  if constexpr (MULTICAST > 1) cluster_sync();
 }
 
 #include "mm_reduce.cuh"
