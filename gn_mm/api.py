@@ -14,7 +14,8 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, in_cluster, share_a, whole_k, widen
+from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, share_a,
+                          whole_k, widen)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -196,13 +197,14 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             # The heuristic's split inside a cluster (one launch, sums added on chip), when every tile's cluster
             # is resident at once: a cluster that takes a second tile doubles the time.
             cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
-            if cand is not None:
+            while cand is not None:
                 plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
                 wide = widen(cand, n, plan.grid // cand.cluster_k)  # too many tiles: wider ones that fit
                 if wide is not None:
                     plan = sm90_mm.Plan.make(wgmma, out, wide, m, n, 1, gpu.sm_count, device)
                 if plan.grid == plan.config.tiles(m, n) * plan.config.cluster_k:
                     return plan
+                cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
         if config is None and splits == 1:

@@ -420,6 +420,24 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int, m: int) -> Sm90Config
     return cand if ok else None
 
 
+# half_cluster's bound on a CTA's K steps. A/B on an H100 (`sm90_half_cluster_ab_h100.json`, 48 shapes of M = 1-256 x N =
+# 512-2048 whose clusters of 8 (4) do not all fit, every dtype): the half-size cluster against the workspace split,
+# us: shares of 8-16 steps 0.72-0.99x the time (bf16 1 x 2048 x 2048 8.29 -> 6.22, e4m3 64 x 1024 x 4096 7.64 -> 5.94,
+# s8 96 x 512 x 4096 6.39 -> 4.60), of 28-32 steps 0.93-1.03x (e4m3 64 x 2048 x 14336 17.45 -> 18.00), of 56-64 steps
+# 1.05-1.08x (bf16 32 x 2048 x 14336 26.9 -> 28.4).
+HALF_CLUSTER_MAX_SHARE = 16
+
+
+def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
+    """in_cluster's config with half as many CTAs per cluster, for when its clusters do not all fit at once
+    (clusters of 8 fit 15 at a time on a 132-SM H100, of 4 30): None below 2 CTAs, or when a CTA's share of K
+    would pass HALF_CLUSTER_MAX_SHARE steps (the workspace split then wins)."""
+    half = dataclasses.replace(cand, cluster_k=cand.cluster_k // 2)
+    k_tiles = -(-k_bytes // ROW_BYTES)
+    ok = half.cluster_k > 1 and _valid(half) and -(-k_tiles // half.cluster_k) <= HALF_CLUSTER_MAX_SHARE
+    return half if ok else None
+
+
 def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
     """in_cluster's 64 x 128 tiles split 4 ways when more of them than `clusters` (the clusters of 4 that fit
     at once) cover N: the narrowest DECODE_WIDE tile whose tiles all fit, else None (the workspace route).

@@ -219,6 +219,13 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     assert in_cluster(DECODE, 8, 7 * 128, 16) is None  # 7 K steps cannot feed 8 CTAs
     assert in_cluster(DECODE, 8, 9 * 128, 16).cluster_k == 8  # balanced shares of 1-2 steps
     assert in_cluster(LARGE[0], 2, 8192, 256) is None  # 2-CTA B-multicast clusters split through the workspace
+    from gn_mm.sm90_config import HALF_CLUSTER_MAX_SHARE, half_cluster
+    k8 = in_cluster(DECODE, 8, 4096, 16)  # 32 K steps
+    k4 = half_cluster(k8, 4096)
+    assert k4.cluster_k == 4 and half_cluster(k4, 4096).cluster_k == 2  # shares of 8, then 16 steps
+    assert half_cluster(half_cluster(k4, 4096), 4096) is None  # no cluster of one
+    assert half_cluster(k4, 8192) is None  # 2 CTAs would take 32 steps each
+    assert half_cluster(k8, 128 * 4 * (HALF_CLUSTER_MAX_SHARE + 1)) is None  # shares too long for 4 CTAs
     cfg = in_cluster(DECODE, 4, 8192, 16)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
