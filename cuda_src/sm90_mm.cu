@@ -248,9 +248,11 @@ GN_DEVICE u32 bits(int x) { return (u32)x; }
 // epilogue; a second barrier keeps every CTA's ring alive until its peers have read it. Every thread of every
 // CTA passes both barriers once per tile (the producer warpgroup too: see the kernel). Neither barrier fences
 // global memory: the first publishes only this CTA's shared-memory writes (cluster_sync_smem), the second
-// orders nothing (relaxed) because each thread's remote reads are complete when it arrives: every value read
-// feeds a store issued before the arrival (pairs past N are not read). A release at cluster scope compiles to
-// MEMBAR.ALL.GPU, which waits for the epilogue's global stores (NOTES sm90 47).
+// orders nothing (relaxed): each thread's remote reads are complete when it arrives, since every value read feeds
+// the sums before it (pairs past N are not read). That rests on in-order issue, not on the PTX memory model (a
+// relaxed arrival orders nothing there; its own example fences at cluster scope first): the offline compile test
+// checks the SASS for it. A release or fence at cluster scope compiles to MEMBAR.ALL.GPU, which waits for the
+// epilogue's global stores (NOTES sm90 47).
 template <class Ep>
 GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], u32 smem0, int c, int t, int tm,
                                  int tn, u32 rank) {

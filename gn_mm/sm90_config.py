@@ -389,7 +389,8 @@ def _valid(cfg: Sm90Config) -> bool:
 # Decode tiles wider than 128 columns for a K split in clusters of 4, narrowest first (see widen).
 DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (144, 160, 176))
 
-# Every split-inside-a-cluster config in_cluster and widen can return (compiled and checked by the offline tests).
+# Every split-inside-a-cluster config in_cluster, half_cluster and widen can return (compiled and checked by the
+# offline tests).
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 
@@ -420,8 +421,8 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int, m: int) -> Sm90Config
     return cand if ok else None
 
 
-# half_cluster's bound on a CTA's K steps. A/B on an H100 (`sm90_half_cluster_ab_h100.json`, 48 shapes of M = 1-256 x N =
-# 512-2048 whose clusters of 8 (4) do not all fit, every dtype): the half-size cluster against the workspace split,
+# half_cluster's bound on a CTA's K steps. A/B on an H100 (`sm90_half_cluster_ab_h100.json`, 48 shapes of M = 1-256 x
+# N = 512-2048 whose clusters of 8 (4) do not all fit, every dtype): the half-size cluster against the workspace split,
 # us: shares of 8-16 steps 0.72-0.99x the time (bf16 1 x 2048 x 2048 8.29 -> 6.22, e4m3 64 x 1024 x 4096 7.64 -> 5.94,
 # s8 96 x 512 x 4096 6.39 -> 4.60), of 28-32 steps 0.93-1.03x (e4m3 64 x 2048 x 14336 17.45 -> 18.00), of 56-64 steps
 # 1.05-1.08x (bf16 32 x 2048 x 14336 26.9 -> 28.4).
@@ -453,7 +454,8 @@ def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, widen) can give a variant that accumulates in
-    `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for TALL_SPILLS."""
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen) can give a variant that
+    accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
+    TALL_SPILLS."""
     return tuple(c for c in dict.fromkeys(SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c in TALL and (acc, out) in TALL_SPILLS))

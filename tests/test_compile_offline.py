@@ -147,12 +147,43 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
         import tempfile
 
         clustered = [[r for r in results if getattr(r[0][2], f"cluster_{d}") > 1][0] for d in "mnk"]
-        for (v, out, cfg), built in results[:1] + clustered:
+        split = [r for r in results if r[0][2].cluster_k > 1][:4]
+        for (v, out, cfg), built in results[:1] + clustered + split:
             with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
                 f.write(built.cubin)
                 f.flush()
                 elf = subprocess.run([tool, "-elf", f.name], capture_output=True, text=True).stdout
+                sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
             assert ("EIATTR_CTA_PER_CLUSTER" in elf) == (cfg.cluster > 1), cfg.name
+            if cfg.cluster_k > 1:
+                assert "MEMBAR.ALL.GPU" not in sass, cfg.name  # the reduction's barriers fence shared memory only
+                assert _remote_reads_consumed(sass), f"{v.name}->{out} {cfg.name}: a peer read may outlive its barrier"
+
+
+def _remote_reads_consumed(sass: str) -> bool:
+    """sm90_mm's cluster reduction arrives on its second cluster barrier relaxed, which is safe only because every
+    value read from a peer's shared memory (generic LD.E through the cluster window) is used before the arrival, so
+    the read is complete when it arrives: check that in the SASS, between each cluster wait and the next arrival."""
+    import re
+
+    lines = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", ln)]
+    region, seen = None, False
+    for ln in lines:
+        if ln.startswith("UCGABAR_WAIT"):
+            region = []
+        elif ln.startswith("UCGABAR_ARV") and region is not None:
+            for i, op in enumerate(region):
+                m = re.match(r"(?:@!?P\d )?LD\.E(\.64)?\s+R(\d+),", op)
+                if m:
+                    seen = True
+                    regs = [f"R{int(m.group(2)) + j}" for j in range(2 if m.group(1) else 1)]
+                    later = " ".join(o for o in region[i + 1:] if not o.split()[0].startswith("LD"))
+                    if not all(re.search(rf"\b{r}\b", later) for r in regs):
+                        return False
+            region = None
+        elif region is not None:
+            region.append(ln)
+    return seen
 
 
 def test_wgmma_microbenchmarks_compile_clean(fresh_cache):

@@ -68,13 +68,9 @@ GN_DEVICE u32 cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
-// Every thread of every CTA of the cluster: release what this CTA wrote, acquire what the others wrote.
-GN_DEVICE void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-// cluster_sync for what peers read of this CTA's shared memory: the release covers only this CTA's shared-memory
-// writes (sync_restrict::shared::cta: MEMBAR.ALL.CTA in SASS), where a plain release arrive is MEMBAR.ALL.GPU and
-// waits for every global store in flight (NOTES sm90 29, 47).
+// Every thread of every CTA of the cluster, for what peers read of this CTA's shared memory: the release covers
+// only this CTA's shared-memory writes (sync_restrict::shared::cta: MEMBAR.ALL.CTA in SASS), where a plain
+// `barrier.cluster.arrive.release` is MEMBAR.ALL.GPU and waits for every global store in flight (NOTES sm90 29, 47).
 GN_DEVICE void cluster_sync_smem() {
   asm volatile("fence.release.sync_restrict::shared::cta.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
