@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
 #   bash scripts/gpu_check.sh [tests] [tests_hopper] [tests_rest] [bench] [bench_mma] [sol] [sol_quick] [sol_sustained]
-#   [sanitize] [sanitize_fuzz] [tune] [sanity] [w4a16]
+#   [sanitize] [sanitize_clusters] [sanitize_fuzz] [tune] [sanity] [w4a16]
 #   (default: tests bench; tests = tests_hopper + tests_rest, which on the lent H100 take ~2.5 and ~9 minutes: run them
 #   as two calls where one command may take at most 10)
 set -uo pipefail
@@ -44,6 +44,11 @@ for step in $steps; do
       for tool in memcheck racecheck; do
         compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_cases.py $([ $tool = racecheck ] && echo --racecheck) 2>&1 \
           | tee "$OUT/sanitize_$tool.log" | tail -4 || status=1
+      done ;;
+    sanitize_clusters)  # racecheck + memcheck over every clustered sm90_mm config (about a minute on the H100)
+      for tool in racecheck memcheck; do
+        compute-sanitizer --tool $tool --error-exitcode 1 python3 scripts/sanitize_clusters.py 2>&1 \
+          | tee "$OUT/sanitize_clusters_$tool.log" | tail -3 || status=1
       done ;;
     sanitize_fuzz)  # memcheck over the fuzz tier's random problems that are small enough (about 4 minutes)
       compute-sanitizer --tool memcheck --error-exitcode 1 python3 scripts/sanitize_fuzz.py 240 2>&1 \
