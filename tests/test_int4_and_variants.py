@@ -226,6 +226,13 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     assert half_cluster(half_cluster(k4, 4096), 4096) is None  # no cluster of one
     assert half_cluster(k4, 8192) is None  # 2 CTAs would take 32 steps each
     assert half_cluster(k8, 128 * 4 * (HALF_CLUSTER_MAX_SHARE + 1)) is None  # shares too long for 4 CTAs
+    from gn_mm.sm90_config import SM90_CONFIGS, SPLIT_CLUSTERS
+    for cfg in SM90_CONFIGS:  # whatever in_cluster gives, halved, is a compiled (offline-tested) config
+        for splits in (2, 4, 8):
+            c = in_cluster(cfg, splits, 128 * 8, 64)
+            while c is not None:
+                assert c in SPLIT_CLUSTERS, c.name
+                c = half_cluster(c, 128 * 8)
     cfg = in_cluster(DECODE, 4, 8192, 16)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8)):
