@@ -166,7 +166,8 @@ def _remote_reads_consumed(sass: str) -> bool:
     the read is complete when it arrives: check that in the SASS, between each cluster wait and the next arrival."""
     import re
 
-    lines = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", ln)]
+    code = [ln for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]  # "/*0a10*/ OP ...;"
+    lines = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in code]
     region, seen = None, False
     for ln in lines:
         if ln.startswith("UCGABAR_WAIT"):
