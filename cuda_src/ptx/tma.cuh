@@ -72,8 +72,12 @@ GN_DEVICE u32 cluster_ctarank() {
 // only this CTA's shared-memory writes (sync_restrict::shared::cta: MEMBAR.ALL.CTA in SASS), where a plain
 // `barrier.cluster.arrive.release` is MEMBAR.ALL.GPU and waits for every global store in flight (NOTES sm90 29, 47).
 GN_DEVICE void cluster_sync_smem() {
+#if __CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 8)
   asm volatile("fence.release.sync_restrict::shared::cta.cluster;\nbarrier.cluster.arrive.relaxed.aligned;\n"
                "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else  // the restricted fence is PTX 8.6 (CUDA 12.8): older NVRTCs (torch's cu126 builds) get the full release
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#endif
 }
 // A cluster barrier that orders nothing (relaxed arrive): for a thread whose accesses need no ordering, or whose
 // reads of peers are complete because their values were consumed before it arrives.
