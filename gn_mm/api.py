@@ -202,7 +202,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                 wide = widen(cand, n, plan.grid // cand.cluster_k)  # too many tiles: wider ones that fit
                 if wide is not None:
                     plan = sm90_mm.Plan.make(wgmma, out, wide, m, n, 1, gpu.sm_count, device)
-                if plan.grid == plan.config.tiles(m, n) * plan.config.cluster_k:
+                if _all_resident(plan, m, n):
                     return plan
                 cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
         splits = _check_splits(splits, k_bytes, cfg, variant)
@@ -212,7 +212,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             cand = share_a(cfg, m, n, gpu.sm_count)
             if cand is not cfg:
                 plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
-                if plan.grid == cand.ctas(m, n):
+                if _all_resident(plan, m, n):
                     return plan
         return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
@@ -224,6 +224,12 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 
 runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
+
+
+def _all_resident(plan, m: int, n: int) -> bool:
+    """Whether a clustered plan's grid holds every CTA it needs at once (a cluster that takes a second unit in turn
+    doubles the time of these shapes)."""
+    return plan.grid == plan.config.ctas(m, n) * plan.config.cluster_k
 
 
 def _named(config):
