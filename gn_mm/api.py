@@ -190,7 +190,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
         cfg.check(gpu.smem_limit)
         device = torch.device("cuda", gpu.index)
-        if splits is None and (cfg.cluster_k > 1 or (config is None and whole_k(cfg, m, n, gpu.sm_count))):
+        if splits is None and (cfg.cluster_k > 1 or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
             splits = 1
         elif splits is None:
             splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)

@@ -364,17 +364,29 @@ SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c 
 # ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
 WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs must fill to keep the whole K
+# 64-row tiles with short K: choose_splits' round model split them 2 or 4 ways (in clusters) wherever they leave half the
+# SMs idle, but a split of 8-16 k-steps per CTA costs more than the steps it saves once the whole-K tiles are this many.
+# H100, CUDA-graph replay, three interleaved rounds; forced whole K against the heuristic's split over 168 shapes of M =
+# 16-128 x N = 1536-4096 x 2-4 KB of K, four dtypes (`sm90_whole_k_short_probe_h100.json`), geomean of the whole-K time
+# over the split's by (K bytes, whole-K CTAs): (2048, 32) 0.85, (2048, 40) 0.77, (3072, 32) 0.93, (3072, 40-64)
+# 0.85-0.88, (4096, 32) 1.02, (4096, 40-64) 0.91-0.97; 12-24 CTAs 1.06-1.53 (the split stays). The A/B of the rule
+# (`sm90_whole_k_short_ab_h100.json`, M = 16-256) kept its 4 KB losers out: N of 1024-1536 (two to four row tiles,
+# s8 96 x 1536 x 4096 6.66 -> 7.41 us), hence the least N. E.g. bf16 64 x 3072 x 1536 7.79 -> 6.13 us (torch 6.40),
+# e4m3 64 x 3072 x 4096 9.69 -> 7.89 (torch 7.83), tf32 64 x 2560 x 512 6.58 -> 4.77, s8 64 x 2560 x 2048 6.07 -> 4.65.
+WHOLE_K_SHORT = ((3072, 32, 0), (4096, 40, 2048))  # (K bytes at most, whole-K CTAs at least, N at least)
 
 
-def whole_k(cfg: Sm90Config, m: int, n: int, sm_count: int) -> bool:
+def whole_k(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -> bool:
     """Whether the heuristic runs its pick `cfg` for an [m, n] output with the whole K in every CTA (no split). Up to
-    FIT_MAX_M rows: the WHOLE_K tiles. Past it: any tile of 128 or more rows whose CTAs keep at least WHOLE_K_FILL of
-    the SMs busy (choose_splits' round model split 100 tiles of 128 x 256 at 640 x 5120 x 14336 five ways through the
-    workspace, 1.13x the time of the whole K, NOTES sm90 40; the fewest CTAs measured faster whole were 100 of 132:
-    bf16 576 x 2560 x 14336, 95.7 us split five ways, 74.9 whole). Fewer CTAs (tall, narrow outputs: 67 of 128 x 112
-    at 8449 x 112) leave the split to choose_splits, whose workspace pays at long K."""
+    FIT_MAX_M rows: the WHOLE_K tiles, and 64-row tiles with short K whose CTAs are many enough (WHOLE_K_SHORT). Past
+    it: any tile of 128 or more rows whose CTAs keep at least WHOLE_K_FILL of the SMs busy (choose_splits' round model
+    split 100 tiles of 128 x 256 at 640 x 5120 x 14336 five ways through the workspace, 1.13x the time of the whole K,
+    NOTES sm90 40; the fewest CTAs measured faster whole were 100 of 132: bf16 576 x 2560 x 14336, 95.7 us split five
+    ways, 74.9 whole). Fewer CTAs (tall, narrow outputs: 67 of 128 x 112 at 8449 x 112) leave the split to
+    choose_splits, whose workspace pays at long K."""
     if m <= FIT_MAX_M:
-        return cfg in WHOLE_K
+        return cfg in WHOLE_K or (cfg.block_m == 64 and any(k_bytes <= kb and cfg.ctas(m, n) >= ctas and n >= least_n
+                                                             for kb, ctas, least_n in WHOLE_K_SHORT))
     return cfg.block_m >= 128 and cfg.ctas(m, n) >= WHOLE_K_FILL * sm_count
 
 

@@ -182,16 +182,23 @@ def test_balance_evens_out_the_rounds_past_fit():
     # 240 of 128 x 128 in two rounds -> 132 of 128 x 240 in one; 126 lone 128 x 256 (fewer CTAs than SMs); 336 pairs
     # of 128 x 256 in three rounds (2.55) -> 384 of 128 x 224 (2.9)
     assert choose_sm90(768, 5120, 28672, 132).name == "sm90_128x240_s4_g8_c1"
-    assert choose_sm90(807, 4500, 8192, 132) == LARGE[1] and whole_k(LARGE[1], 807, 4500, 132)
+    assert choose_sm90(807, 4500, 8192, 132) == LARGE[1] and whole_k(LARGE[1], 807, 4500, 8192, 132)
     assert choose_sm90(768, 14336, 8192, 132).name == "sm90_128x224_s4_g8_c1"
     # whole K where choose_splits would split: 112 CTAs of 128 x 128 (85% of the SMs; it would take 7 splits), but not
     # 67 of 128 x 112 (51%) at a tall, narrow 8449 x 112 with 200 KB of K
     cfg = choose_sm90(896, 2048, 57344, 132)
-    assert cfg == LARGE[2] and choose_splits(896, 2048, 57344, cfg, 132, "f32") > 1 and whole_k(cfg, 896, 2048, 132)
+    assert cfg == LARGE[2] and choose_splits(896, 2048, 57344, cfg, 132, "f32") > 1 and whole_k(cfg, 896, 2048, 57344, 132)
     cfg = choose_sm90(8449, 112, 200000, 132)
-    assert cfg.tiles(8449, 112) == 67 and not whole_k(cfg, 8449, 112, 132)
-    assert not whole_k(LARGE[1], 256, 40000, 132) and not whole_k(deepest(64, 128), 768, 40000, 132)
-    assert whole_k(FIT_CONFIGS[0], 16, 4096, 132)
+    assert cfg.tiles(8449, 112) == 67 and not whole_k(cfg, 8449, 112, 204800, 132)
+    assert not whole_k(LARGE[1], 256, 40000, 8192, 132) and not whole_k(deepest(64, 128), 768, 40000, 8192, 132)
+    assert whole_k(FIT_CONFIGS[0], 16, 4096, 8192, 132)
+    # 64-row tiles with short K keep it whole from 32 CTAs (<= 3 KB) or 40 and N >= 2048 (<= 4 KB); fewer are split
+    narrow = choose_sm90(64, 3072, 4096, 132)
+    assert narrow.block_m == 64 and choose_splits(64, 3072, 4096, narrow, 132, "f32") > 1
+    assert whole_k(narrow, 64, 3072, 4096, 132) and whole_k(narrow, 64, 2048, 3072, 132)
+    assert not whole_k(narrow, 64, 2048, 4096, 132) and not whole_k(narrow, 64, 1536, 3072, 132)
+    assert not whole_k(narrow, 64, 3072, 8192, 132)
+    assert whole_k(narrow, 128, 1536, 3072, 132) and not whole_k(narrow, 128, 1536, 4096, 132)
     for m, n in ((4096, 4096), (8192, 8192), (4096, 14336), (8192, 28672), (2048, 2048), (4096, 11008)):
         assert choose_sm90(m, n, 8192, 132) in LARGE, (m, n)
     for m in range(257, 1100, 37):
@@ -252,7 +259,7 @@ def test_tall_tiles_are_checked_and_picked_from_their_min_m():
             Sm90Config(**{"block_m": 192, "block_n": 192, "stages": 3, **bad}).check()
     with pytest.raises(LayoutError, match="block_m must be 64, 128 or 192"):
         Sm90Config(256, 128, 2).check()
-    assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768, 6144, 132)  # 258 of 128 x 144 -> 128
+    assert choose_sm90(768, 6144, 8192, 132) == TALL[0] and whole_k(TALL[0], 768, 6144, 8192, 132)  # 258 of 128 x 144 -> 128
     assert choose_sm90(TALL_MIN_M - 1, 12288, 8192, 132).block_m == 128  # 2 x 64 would fit one round, measured slower
     assert choose_sm90(768, 6144, 8192, 132, tall=False).block_m == 128  # int32 sums into bf16 / fp16 (TALL_SPILLS)
 
