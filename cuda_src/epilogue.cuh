@@ -84,6 +84,34 @@ struct Epilogue {
       put2(row, col, f0, f1);
     }
   }
+
+  // Raw sums of (row, col .. col + 3), all inside N -> scales, bias, one vector store where the address allows
+  // (else two pair stores). V as in store2.
+  template <class V>
+  GN_DEVICE void store4(int row, int col, const V (&v)[4]) const {
+    typedef Store<OUT> St;
+    if (row >= M) return;
+    typedef typename Pick<OUT == GN_OUT_S32, int, float>::type O;
+    O o[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) o[q] = (O)v[q];
+    if constexpr (OUT != GN_OUT_S32) {
+      const float rs = row_scale(row);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        o[q] *= rs;
+        if (scale_b_mode == 2) o[q] *= scale_b[col + q];
+        if (has_bias) o[q] += bias[col + q];
+      }
+    }
+    u8* p = C + ((i64)row * ldc + col) * St::BYTES;
+    if ((u64)p % (4 * St::BYTES) == 0) {
+      St::four(p, o);
+    } else {
+      put2(row, col, o[0], o[1]);
+      put2(row, col + 2, o[2], o[3]);
+    }
+  }
 };
 
 // Split-K partials hold raw accumulator sums: int32 for integer MMAs, fp32 otherwise (see mm_reduce.cuh).

@@ -64,9 +64,9 @@ static_assert(CLUSTER_N == 1 || ((CLUSTER_N == 2 || CLUSTER_N == 4) && A_PART % 
               "CLUSTER_N: 1, or 2 / 4 with 1 KB parts of A, not with CLUSTER_M");
 constexpr int CLUSTER = CLUSTER_M * CLUSTER_N * CLUSTER_K;  // CTAs per cluster
 constexpr int SLICE = BLOCK_N / CLUSTER_K;            // CLUSTER_K: the columns each CTA reduces and stores
-static_assert(CLUSTER_K == 1 || (MULTICAST == 1 && SLICE % 2 == 0 && GN_ACC_KIND != GN_ACC_F16 &&
+static_assert(CLUSTER_K == 1 || (MULTICAST == 1 && SLICE % 4 == 0 && GN_ACC_KIND != GN_ACC_F16 &&
                                  BLOCK_M * BLOCK_N * 4 <= NUM_STAGES * STAGE_BYTES),
-              "CLUSTER_K: no B multicast, an even column slice per CTA, 4-byte sums that fit the ring");
+              "CLUSTER_K: no B multicast, a column slice of whole quads per CTA, 4-byte sums that fit the ring");
 
 #if GN_ACC_KIND == GN_ACC_F32
 typedef float AccReg;
@@ -242,17 +242,80 @@ GN_DEVICE void release(u32 empty_bar, int lane) {
 GN_DEVICE u32 bits(float x) { return __float_as_uint(x); }
 GN_DEVICE u32 bits(int x) { return (u32)x; }
 
-// CLUSTER_K: the cluster's CTAs hold raw sums of one tile over their K shares. Each consumer parks its 64 x
-// BLOCK_N sums in the drained ring (row-major, 4-byte values); after a cluster barrier, the consumers of CTA
-// `rank` add column slice `rank` of all CTAs' sums (rank order: deterministic) and store it through the
-// epilogue; a second barrier keeps every CTA's ring alive until its peers have read it. Every thread of every
-// CTA passes both barriers once per tile (the producer warpgroup too: see the kernel). Neither barrier fences
-// global memory: the first publishes only this CTA's shared-memory writes (cluster_sync_smem), the second
-// orders nothing (relaxed): each thread's remote reads are complete when it arrives, since every value read feeds
-// the sums before it (pairs past N are not read). That rests on in-order issue, not on the PTX memory model (a
-// relaxed arrival orders nothing there; its own example fences at cluster scope first): the offline compile test
-// checks the SASS for it. A release or fence at cluster scope compiles to MEMBAR.ALL.GPU, which waits for the
-// epilogue's global stores (NOTES sm90 47).
+// CLUSTER_K: columns [rank * SLICE, (rank + 1) * SLICE) of the parked sums' first `rows` rows, added over the cluster's
+// CTAs in rank order and stored. Units of W adjacent columns of a row, one W x 4-byte read per CTA; unit i = c * 128 +
+// t + j * CONSUMERS * 128. A peer's shared memory is a round trip away (a few hundred cycles). ONE: at most one unit
+// per thread, read and added alone; else every read of a batch of units is issued before the first is used (one pair at
+// a time took ~2 us for a 64 x 64 tile split 2 ways, NOTES sm90 55). Units past the rows or starting past N: nothing to
+// store, not read either (see reduce_in_cluster).
+template <int W, bool ONE, class Ep>
+GN_DEVICE void add_slice(const Ep& ep, u32 smem0, int c, int t, int tm, int tn, u32 rank, int rows) {
+  constexpr int UNITS = SLICE / W, STEP = CONSUMERS * 128;
+  // Registers of values in flight: 64 for quads with one consumer, else 32 (two consumers compile for 168 registers a
+  // thread; 64 x 128 tiles spilled with 64 of pairs).
+  constexpr int VALUES = W == 4 && CONSUMERS == 1 ? 64 : 32;
+  constexpr int MOST = VALUES / (W * CLUSTER_K) > 1 ? VALUES / (W * CLUSTER_K) : 1;
+  constexpr int PER = ONE ? 1 : (BLOCK_M * UNITS + STEP - 1) / STEP, BATCH = PER < MOST ? PER : MOST;
+  const int units = rows * UNITS;
+  auto col = [&](int i) { return (int)rank * SLICE + W * (i % UNITS); };  // unit i's first column in the tile
+  auto wanted = [&](int i) { return i < units && tn * BLOCK_N + col(i) < ep.N; };
+#pragma unroll 1
+  for (int j0 = 0; j0 < PER; j0 += BATCH) {
+    u32 v[BATCH][CLUSTER_K][W];
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int i = c * 128 + t + (j0 + j) * STEP;
+      if (j0 + j < PER && wanted(i))
+#pragma unroll
+        for (int p = 0; p < CLUSTER_K; ++p)
+          ld_cluster(cluster_map(smem0 + ((i / UNITS) * BLOCK_N + col(i)) * 4, p), v[j][p]);
+    }
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const int i = c * 128 + t + (j0 + j) * STEP;
+      if (!(j0 + j < PER && wanted(i))) continue;
+      const int g_row = tm * BLOCK_M + i / UNITS, g_col = tn * BLOCK_N + col(i);
+      typedef typename Pick<GN_ACC_KIND == GN_ACC_S32, int, float>::type V;
+      V o[W];
+      if constexpr (GN_ACC_KIND == GN_ACC_S32) {  // 64-bit sums saturated to int32, as .satfinite would
+        i64 sum[W] = {};
+#pragma unroll
+        for (int p = 0; p < CLUSTER_K; ++p)
+#pragma unroll
+          for (int q = 0; q < W; ++q) sum[q] += (int)v[j][p][q];
+#pragma unroll
+        for (int q = 0; q < W; ++q) o[q] = (int)gn_min(gn_max(sum[q], (i64)-2147483648LL), (i64)2147483647LL);
+      } else {
+#pragma unroll
+        for (int q = 0; q < W; ++q) o[q] = 0.f;
+#pragma unroll
+        for (int p = 0; p < CLUSTER_K; ++p)
+#pragma unroll
+          for (int q = 0; q < W; ++q) o[q] += __uint_as_float(v[j][p][q]);
+      }
+      if constexpr (W == 4) {
+        if (g_col + 3 < ep.N) {  // scales and bias once for the quad, one vector store
+          ep.store4(g_row, g_col, o);
+          continue;
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < W; q += 2) ep.store2(g_row, g_col + q, o[q], o[q + 1]);  // each pair masked past N
+    }
+  }
+}
+
+// CLUSTER_K: the cluster's CTAs hold raw sums of one tile over their K shares. Each consumer parks its 64 x BLOCK_N
+// sums in the drained ring (row-major, 4-byte values); after a cluster barrier, the consumers of CTA `rank` add column
+// slice `rank` of all CTAs' sums (rank order: deterministic) and store it through the epilogue; a second barrier keeps
+// every CTA's ring alive until its peers have read it. Every thread of every CTA passes both barriers once per tile
+// (the producer warpgroup too: see the kernel). Neither barrier fences global memory: the first publishes only this
+// CTA's shared-memory writes (cluster_sync_smem), the second orders nothing (relaxed): each thread's remote reads are
+// complete when it arrives, since every value read feeds the sums before it (units starting past N are not read; a
+// vector read is complete once any of its words is used). That rests on in-order issue, not on the PTX memory model (a
+// relaxed arrival orders nothing there; its own example fences at cluster scope first): the offline compile test checks
+// the SASS for it. A release or fence at cluster scope compiles to MEMBAR.ALL.GPU, which waits for the epilogue's
+// global stores (NOTES sm90 47).
 template <class Ep>
 GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], u32 smem0, int c, int t, int tm,
                                  int tn, u32 rank) {
@@ -269,67 +332,14 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
                      "r"(bits(d[4 * j + 2 * h + 1])) : "memory");
   fence_proxy_async_smem();  // ordered before the TMA loads that refill the ring for a next tile
   cluster_sync_smem();
-  // Each thread adds pairs i = c * 128 + t + j * CONSUMERS * 128 of the slice. A peer's shared memory is a round trip
-  // away (a few hundred cycles): where a thread has several pairs, every read of a batch of them is issued before the
-  // first is used (one pair at a time took ~2 us for a 64 x 64 tile split 2 ways, NOTES sm90 55); a thread with one
-  // pair at most (decode rows) reads and adds it alone (the batched loop was up to 7% slower there).
-  constexpr int PAIRS = SLICE / 2, STEP = CONSUMERS * 128;
-  constexpr int PER = (BLOCK_M * PAIRS + STEP - 1) / STEP, MOST = 16 / CLUSTER_K > 1 ? 16 / CLUSTER_K : 1;
-  constexpr int BATCH = PER < MOST ? PER : MOST;  // 32 registers of values in flight
-  const int pairs = rows * PAIRS;
-  auto finish = [&](int i, const u32 (&va)[CLUSTER_K], const u32 (&vb)[CLUSTER_K]) {
-    const int row = i / PAIRS, col = (int)rank * SLICE + 2 * (i % PAIRS), g_row = tm * BLOCK_M + row;
-    if constexpr (GN_ACC_KIND == GN_ACC_S32) {  // 64-bit sums saturated to int32, as .satfinite would
-      i64 s0 = 0, s1 = 0;
-#pragma unroll
-      for (int p = 0; p < CLUSTER_K; ++p) {
-        s0 += (int)va[p];
-        s1 += (int)vb[p];
-      }
-      const i64 lo = -2147483648LL, hi = 2147483647LL;
-      ep.store2(g_row, tn * BLOCK_N + col, (int)gn_min(gn_max(s0, lo), hi), (int)gn_min(gn_max(s1, lo), hi));
-    } else {
-      float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-      for (int p = 0; p < CLUSTER_K; ++p) {
-        s0 += __uint_as_float(va[p]);
-        s1 += __uint_as_float(vb[p]);
-      }
-      ep.store2(g_row, tn * BLOCK_N + col, s0, s1);
-    }
-  };
-  // Pairs past the tile's rows or past N: nothing to store, not read either (see above).
-  auto wanted = [&](int i) { return i < pairs && tn * BLOCK_N + (int)rank * SLICE + 2 * (i % PAIRS) < ep.N; };
-  auto at = [&](int i) {
-    const int row = i / PAIRS, col = (int)rank * SLICE + 2 * (i % PAIRS);
-    return smem0 + ((row / 64) * 64 * BLOCK_N + (row % 64) * BLOCK_N + col) * 4;
-  };
-  if (pairs <= STEP) {
-    const int i = c * 128 + t;
-    if (wanted(i)) {
-      u32 va[CLUSTER_K], vb[CLUSTER_K];
-#pragma unroll
-      for (int p = 0; p < CLUSTER_K; ++p) ld_cluster_v2(cluster_map(at(i), p), va[p], vb[p]);
-      finish(i, va, vb);
-    }
-  } else {
-#pragma unroll 1
-    for (int j0 = 0; j0 < PER; j0 += BATCH) {
-      u32 va[BATCH][CLUSTER_K], vb[BATCH][CLUSTER_K];
-#pragma unroll
-      for (int j = 0; j < BATCH; ++j) {
-        const int i = c * 128 + t + (j0 + j) * STEP;
-        if (j0 + j < PER && wanted(i))
-#pragma unroll
-          for (int p = 0; p < CLUSTER_K; ++p) ld_cluster_v2(cluster_map(at(i), p), va[j][p], vb[j][p]);
-      }
-#pragma unroll
-      for (int j = 0; j < BATCH; ++j) {
-        const int i = c * 128 + t + (j0 + j) * STEP;
-        if (j0 + j < PER && wanted(i)) finish(i, va[j], vb[j]);
-      }
-    }
-  }
+  // One pair per thread at most (decode rows): pairs, spread over twice the threads that quads would take (quads were
+  // 3-5% slower there). Several per thread: quads (16-byte reads) for 4 or 8 CTAs, pairs for 2 (quads measured up to
+  // 6% slower there in the kernel, faster in a probe of the reads alone: NOTES sm90 56).
+  constexpr int W = CLUSTER_K == 2 ? 2 : 4;
+  if (rows * (SLICE / 2) <= CONSUMERS * 128)
+    add_slice<2, true>(ep, smem0, c, t, tm, tn, rank, rows);
+  else
+    add_slice<W, false>(ep, smem0, c, t, tm, tn, rank, rows);
   cluster_sync_relaxed();
 }
 

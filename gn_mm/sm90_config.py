@@ -91,10 +91,10 @@ class Sm90Config:
                 self.cluster_m > 1 or (self.block_m // self.cluster_n * ROW_BYTES) % 1024)):
             problems.append("cluster_n must be 1, or 2 or 4 without cluster_m and with 8-row multiples of A per CTA")
         if self.cluster_k not in (1, 2, 4, 8) or (self.cluster_k > 1 and (
-                self.cluster_m * self.cluster_n > 1 or self.block_n % (2 * self.cluster_k)
+                self.cluster_m * self.cluster_n > 1 or self.block_n % (4 * self.cluster_k)
                 or self.block_m * self.block_n * 4 > self.stages * (self.block_m + self.block_n) * ROW_BYTES)):
-            problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m / cluster_n, with an even column slice "
-                            "per CTA and the tile's 4-byte sums fitting the ring")
+            problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m / cluster_n, with a column slice of "
+                            "a multiple of 4 per CTA and the tile's 4-byte sums fitting the ring")
         if self.smem_bytes > smem_limit:
             problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
         if problems:

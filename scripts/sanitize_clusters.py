@@ -18,7 +18,7 @@ from gn_mm.sm90_config import DECODE, FIT_CONFIGS, SHARE_A_CONFIGS, SM90_CONFIGS
 MULTICAST = [c for c in SM90_CONFIGS + FIT_CONFIGS if c.cluster_m > 1] + list(SHARE_A_CONFIGS[::3])
 dev = torch.device("cuda")
 for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32), (torch.float8_e4m3fn, torch.float32)):
-    for m, n, k in ((33, 1000, 2400), (300, 47, 2400)):  # K: 19+ k-tiles, enough for clusters of 8
+    for m, n, k in ((33, 1002, 2400), (300, 47, 2400)):  # K: 19+ k-tiles, enough for clusters of 8; N = 2 mod 4
         a = torch.randn(m, k, device=dev).clamp(-3, 3).to(dtype)
         w = torch.randn(n, k, device=dev).clamp(-3, 3).to(dtype)
         for cfg in SPLIT_CLUSTERS:

@@ -174,10 +174,10 @@ def _remote_reads_consumed(sass: str) -> bool:
             region = []
         elif ln.startswith("UCGABAR_ARV") and region is not None:
             for i, op in enumerate(region):
-                m = re.match(r"(?:@!?P\d )?LD\.E(\.64)?\s+R(\d+),", op)
+                m = re.match(r"(?:@!?P\d )?LD\.E(?:\.(64|128))?\s+R(\d+),", op)
                 if m:
                     seen = True
-                    regs = [f"R{int(m.group(2)) + j}" for j in range(2 if m.group(1) else 1)]
+                    regs = [f"R{int(m.group(2)) + j}" for j in range({None: 1, "64": 2, "128": 4}[m.group(1)])]
                     later = " ".join(o for o in region[i + 1:] if not o.split()[0].startswith("LD"))
                     if not all(re.search(rf"\b{r}\b", later) for r in regs):
                         return False

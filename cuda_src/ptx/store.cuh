@@ -1,4 +1,4 @@
-// Register -> global stores of two adjacent output columns, per output kind (GN_OUT_KIND).
+// Register -> global stores of two (four) adjacent output columns, per output kind (GN_OUT_KIND).
 #pragma once
 #include "../common.cuh"
 
@@ -20,21 +20,29 @@ template <int OUT_KIND> struct Store;
 
 template <> struct Store<GN_OUT_BF16> {
   static constexpr int BYTES = 2;
+  static GN_DEVICE void four(u8* p, const float (&v)[4]) {
+    *(uint2*)p = make_uint2(pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]));
+  }
   static GN_DEVICE void two(u8* p, float v0, float v1) { *(u32*)p = pack_bf16x2(v0, v1); }
   static GN_DEVICE void one(u8* p, float v) { *(u16*)p = (u16)pack_bf16x2(v, 0.f); }
 };
 template <> struct Store<GN_OUT_F16> {
   static constexpr int BYTES = 2;
+  static GN_DEVICE void four(u8* p, const float (&v)[4]) {
+    *(uint2*)p = make_uint2(pack_f16x2(v[0], v[1]), pack_f16x2(v[2], v[3]));
+  }
   static GN_DEVICE void two(u8* p, float v0, float v1) { *(u32*)p = pack_f16x2(v0, v1); }
   static GN_DEVICE void one(u8* p, float v) { *(u16*)p = (u16)pack_f16x2(v, 0.f); }
 };
 template <> struct Store<GN_OUT_F32> {
   static constexpr int BYTES = 4;
+  static GN_DEVICE void four(u8* p, const float (&v)[4]) { *(float4*)p = make_float4(v[0], v[1], v[2], v[3]); }
   static GN_DEVICE void two(u8* p, float v0, float v1) { *(f32x2*)p = f32x2{v0, v1}; }
   static GN_DEVICE void one(u8* p, float v) { *(float*)p = v; }
 };
 template <> struct Store<GN_OUT_S32> {
   static constexpr int BYTES = 4;
+  static GN_DEVICE void four(u8* p, const int (&v)[4]) { *(int4*)p = make_int4(v[0], v[1], v[2], v[3]); }
   static GN_DEVICE void two(u8* p, int v0, int v1) { *(s32x2*)p = s32x2{v0, v1}; }
   static GN_DEVICE void one(u8* p, int v) { *(int*)p = v; }
 };

@@ -96,9 +96,13 @@ GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
 GN_DEVICE void mbar_arrive_cluster(u32 cluster_bar) {
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_bar) : "memory");
 }
-// Two 32-bit words of another CTA's shared memory (a shared::cluster address from cluster_map).
-GN_DEVICE void ld_cluster_v2(u32 cluster_addr, u32& a, u32& b) {
-  asm volatile("ld.shared::cluster.v2.b32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(cluster_addr) : "memory");
+// Two (four) 32-bit words of another CTA's shared memory (a shared::cluster address from cluster_map, aligned).
+GN_DEVICE void ld_cluster(u32 cluster_addr, u32 (&v)[2]) {
+  asm volatile("ld.shared::cluster.v2.b32 {%0, %1}, [%2];\n" : "=r"(v[0]), "=r"(v[1]) : "r"(cluster_addr) : "memory");
+}
+GN_DEVICE void ld_cluster(u32 cluster_addr, u32 (&v)[4]) {
+  asm volatile("ld.shared::cluster.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(cluster_addr) : "memory");
 }
 // Like tma_load_2d, but the box lands at the same offset in every CTA of `mask` and completes on the
 // barrier at the same offset in each of them.
