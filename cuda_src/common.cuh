@@ -26,4 +26,6 @@ template <class T, class F> struct Pick<false, T, F> { typedef F type; };
 
 template <class T> GN_DEVICE T gn_min(T a, T b) { return a < b ? a : b; }
 template <class T> GN_DEVICE T gn_max(T a, T b) { return a > b ? a : b; }
+// A 64-bit integer sum saturated to int32, as mma .satfinite would (split-K and cluster sums).
+GN_DEVICE int sat_s32(i64 x) { return (int)gn_min(gn_max(x, (i64)-2147483648LL), (i64)2147483647LL); }
 

@@ -25,8 +25,7 @@ extern "C" __global__ void __launch_bounds__(256) mm_reduce(
       s0 += p[s * plane + at];
       if (two) s1 += p[s * plane + at + 1];
     }
-    const i64 lo = -2147483648LL, hi = 2147483647LL;
-    ep.store2(row, col, (int)gn_min(gn_max(s0, lo), hi), (int)gn_min(gn_max(s1, lo), hi));
+    ep.store2(row, col, sat_s32(s0), sat_s32(s1));
   } else {
     const float* p = (const float*)partial;
     float s0 = 0.f, s1 = 0.f;

@@ -284,7 +284,7 @@ GN_DEVICE void add_slice(const Ep& ep, u32 smem0, int c, int t, int tm, int tn, 
 #pragma unroll
           for (int q = 0; q < W; ++q) sum[q] += (int)v[j][p][q];
 #pragma unroll
-        for (int q = 0; q < W; ++q) o[q] = (int)gn_min(gn_max(sum[q], (i64)-2147483648LL), (i64)2147483647LL);
+        for (int q = 0; q < W; ++q) o[q] = sat_s32(sum[q]);
       } else {
 #pragma unroll
         for (int q = 0; q < W; ++q) o[q] = 0.f;

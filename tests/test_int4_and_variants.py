@@ -242,7 +242,8 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
                 c = half_cluster(c, 128 * 8)
     cfg = in_cluster(DECODE, 4, 8192, 16)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
-    for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8), dict(cluster_k=8, block_n=48)):
+    for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8),
+                dict(cluster_k=8, block_n=48)):
         with pytest.raises(LayoutError, match="cluster_k"):
             dataclasses.replace(DECODE, **bad).check()
 
