@@ -11,11 +11,11 @@ import torch
 from . import int4_unpack, runtime, sm80_mm, sm90_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
-from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
+from .dtypes import ACC_DTYPES, BY_NAME, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, share_a,
-                          whole_k, widen)
+from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,
+                          share_a, whole_k, widen)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -190,6 +190,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
         cfg.check(gpu.smem_limit)
         device = torch.device("cuda", gpu.index)
+        auto = config is None and splits is None
         if splits is None and (cfg.cluster_k > 1 or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
             splits = 1
         elif splits is None:
@@ -205,6 +206,12 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                 if _all_resident(plan, m, n):
                     return plan
                 cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
+        if auto and variant.acc != "f16":
+            # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
+            for cand in long_k(cfg, splits, m, n, k_bytes, BY_NAME[variant.a].bits, gpu.sm_count):
+                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
+                if _all_resident(plan, m, n):
+                    return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
         if config is None and splits == 1:

@@ -398,6 +398,50 @@ def _valid(cfg: Sm90Config) -> bool:
         return False
 
 
+# M = 257..512 with a long K: 128-row tiles split 4 (or 2) ways in clusters, the narrowest width whose clusters fill
+# one round of the SMs (LONG_K_FILL of it at least), where the heuristic's 64 x 128 tiles split through the workspace
+# made two to four rounds and a second launch, or its 64 x 128 / lone 128 x 80-96 tiles made one slow round. A/B on an
+# H100 against the heuristic without it (`sm90_long_k_ab_h100.json`, `sm90_long_k_ab2_h100.json`: M = 272-512 x N =
+# 1024-4096, bf16 / f16 / tf32 / e4m3 / s8 at 224 and 448 k-steps, CUDA-graph replay, three interleaved rounds),
+# new / old time: clusters of 4 (128 x 160-208 at N = 1536-2048) 0.79-0.93 for every dtype (bf16 384 x 2048 x 14336
+# 50.6 -> 43.3 us, torch 41.9); of 2 for 16- and 32-bit inputs at 448 steps 0.82-0.99, one 1.01 (tf32 384 x 3072 x
+# 14336 150.5 -> 119.1 us, torch 123.5), but at 224 steps 0.98-1.09; for 8-bit inputs of 2 at 448 steps 0.96-1.22, at
+# 224 1.04-1.24 (the on-chip sums of a 128-row tile are a larger share of their faster loop). Lost, hence the bounds:
+# 128 x 112 in fours at N = 1024 (1.01-1.28: the padded 128-row tiles do 15-38% more work than 64 x 128 splits,
+# counted as `balance` does, rounds x (block_n + BALANCE_COST) x block_m / splits), 128 x 256 in pairs at 512 x 4096
+# (1.02-1.09). LONG_K_GAIN: the most of the heuristic plan's counted work a candidate may do (the count ignores the
+# workspace split's second launch: the winners counted 0.72-1.08 of it, the losers 1.15-1.38).
+LONG_K_MAX_M, LONG_K_FILL, LONG_K_MAX_N, LONG_K_GAIN = 512, 0.8, 208, 1.1
+LONG_K_MIN_STEPS = {4: 200, 2: 400}  # by the cluster size
+LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
+
+
+def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
+           sm_count: int) -> tuple[Sm90Config, ...]:
+    """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS up to LONG_K_MAX_N columns split 4, then 2
+    (for inputs of LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, when K has LONG_K_MIN_STEPS steps for
+    that size, whose CTAs fit one round and fill LONG_K_FILL of it: the two narrowest of each size that count at most
+    LONG_K_GAIN of the work of `cfg` split `splits` ways (the caller takes the first whose clusters are all resident
+    at once: 30 clusters of 4 on a 132-SM H100); else none."""
+    if not FIT_MAX_M < m <= LONG_K_MAX_M:
+        return ()
+
+    def work(c, s):  # `balance`'s count: rounds of the SMs x (block_n + BALANCE_COST) x block_m, a split's share
+        return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
+
+    rows, steps, found = -(-m // 128), -(-k_bytes // ROW_BYTES), []
+    for ck, least in LONG_K_MIN_STEPS.items():
+        if ck == 2 and bits < LONG_K_PAIR_MIN_BITS:
+            continue
+        ctas = lambda w: ck * rows * -(-n // w)  # noqa: E731
+        widths = [w for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N and w % (4 * ck) == 0
+                  and LONG_K_FILL * sm_count <= ctas(w) <= sm_count]
+        found += [c for w in widths[:2] if steps >= least
+                  and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
+                  and work(c, ck) <= LONG_K_GAIN * work(cfg, splits)]
+    return tuple(found)
+
+
 # Decode tiles wider than 128 columns for a K split in clusters of 4, narrowest first (see widen).
 DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (144, 160, 176))
 
@@ -405,6 +449,9 @@ DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (1
 # offline tests).
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
+# Every config long_k can return.
+LONG_K_CONFIGS = tuple(c for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N for k in LONG_K_MIN_STEPS
+                       if w % (4 * k) == 0 and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k)))
 
 # Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster);
 # decode (M <= 32, one row tile) up to twice that.
@@ -466,8 +513,9 @@ def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen) can give a variant that
-    accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen, long_k) can give a variant
+    that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
     TALL_SPILLS."""
-    return tuple(c for c in dict.fromkeys(SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS)
+    menus = SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
+    return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c in TALL and (acc, out) in TALL_SPILLS))

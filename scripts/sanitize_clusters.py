@@ -13,15 +13,16 @@ import dataclasses
 import torch
 
 import gn_mm
-from gn_mm.sm90_config import DECODE, FIT_CONFIGS, SHARE_A_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS
+from gn_mm.sm90_config import DECODE, FIT_CONFIGS, LONG_K_CONFIGS, SHARE_A_CONFIGS, SM90_CONFIGS, SPLIT_CLUSTERS
 
+SPLITS = tuple(dict.fromkeys(SPLIT_CLUSTERS + LONG_K_CONFIGS))
 MULTICAST = [c for c in SM90_CONFIGS + FIT_CONFIGS if c.cluster_m > 1] + list(SHARE_A_CONFIGS[::3])
 dev = torch.device("cuda")
 for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32), (torch.float8_e4m3fn, torch.float32)):
     for m, n, k in ((33, 1002, 2400), (300, 47, 2400)):  # K: 19+ k-tiles, enough for clusters of 8; N = 2 mod 4
         a = torch.randn(m, k, device=dev).clamp(-3, 3).to(dtype)
         w = torch.randn(n, k, device=dev).clamp(-3, 3).to(dtype)
-        for cfg in SPLIT_CLUSTERS:
+        for cfg in SPLITS:
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
     a = torch.randn(300, 2048, device=dev).clamp(-3, 3).to(dtype)
     w = torch.randn(2000, 2048, device=dev).clamp(-3, 3).to(dtype)
@@ -34,4 +35,4 @@ for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32), (
             w = torch.randn(n, k, device=dev).clamp(-3, 3).to(dtype)
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
 torch.cuda.synchronize()
-print(f"ran {len(SPLIT_CLUSTERS)} K-split and {len(MULTICAST)} multicast cluster configs x 3 dtypes")
+print(f"ran {len(SPLITS)} K-split and {len(MULTICAST)} multicast cluster configs x 3 dtypes")

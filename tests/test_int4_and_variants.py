@@ -248,6 +248,36 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
             dataclasses.replace(DECODE, **bad).check()
 
 
+def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster():
+    """long_k (NOTES sm90 58): 128-row tiles split 4 ways in clusters where 64 x 128 splits made several rounds, pairs
+    only for 16/32-bit inputs at 400+ k-steps, nothing where the padded tiles count more work (N = 1024) or outside
+    M = 257..512; every candidate is a compiled (offline-tested) config."""
+    from gn_mm.config import choose_splits
+    from gn_mm.sm90_config import LONG_K_CONFIGS, choose_sm90, long_k, whole_k
+
+    def picks(m, n, k_bytes, bits):
+        cfg = choose_sm90(m, n, k_bytes, 132)
+        splits = 1 if whole_k(cfg, m, n, k_bytes, 132) else choose_splits(m, n, k_bytes, cfg, 132, "f32")
+        return [c.name for c in long_k(cfg, splits, m, n, k_bytes, bits, 132)]
+
+    assert picks(384, 2048, 28672, 16)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 64 x 128 split 4 ways: 3 rounds
+    assert picks(384, 2048, 28672, 8)[-1] == "sm90_128x208_s4_g8_c1_k4"  # fours for 8-bit inputs too
+    assert picks(384, 3072, 57344, 16) == ["sm90_128x144_s5_g8_c1_k2", "sm90_128x160_s5_g8_c1_k2"]
+    assert picks(384, 3072, 57344, 8) == []  # 8-bit pairs lost at 448 steps
+    assert picks(384, 3072, 28672, 16) == []  # 224 steps: too short for pairs
+    assert picks(320, 1024, 28672, 16) == []  # 128 x 112 in fours counts 1.38x the work of 64 x 128 split 3 ways
+    assert picks(512, 4096, 57344, 16) == []  # 128 x 256 pairs lost
+    assert picks(256, 2048, 28672, 16) == picks(520, 2048, 57344, 16) == []  # fit's and balance's M
+    assert picks(384, 2048, 128 * 199, 16) == []
+    for m in range(257, 513, 17):
+        for n in range(1024, 6145, 512):
+            for k_bytes in (28672, 57344, 114688):
+                for bits in (8, 16):
+                    cands = long_k(choose_sm90(m, n, k_bytes, 132), 1, m, n, k_bytes, bits, 132)
+                    assert all(c in LONG_K_CONFIGS for c in cands)
+                    assert all(0.8 * 132 <= c.ctas(m, n) * c.cluster_k <= 132 for c in cands)
+
+
 def test_tall_tiles_are_checked_and_picked_from_their_min_m():
     """192-row tiles: three consumers compile for 128 registers per thread, so at most 192 columns and no clusters;
     `balance` offers the 192 x 192 one from TALL_MIN_M rows, with the whole K."""

@@ -10,7 +10,8 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, NARROW, SM90_CONFIGS, WHOLE_K, Sm90Config
+from gn_mm.sm90_config import (DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, LONG_K_CONFIGS, NARROW, SM90_CONFIGS, WHOLE_K,
+                               Sm90Config, deepest)
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -256,7 +257,8 @@ def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
 
 CLUSTER_K = [dataclasses.replace(DECODE, cluster_k=k) for k in (2, 4, 8)] + [
     dataclasses.replace(NARROW, cluster_k=4), dataclasses.replace(LARGE[1], cluster_k=2),
-    dataclasses.replace(LARGE[2], cluster_k=2), DECODE_WIDE[0]]
+    dataclasses.replace(LARGE[2], cluster_k=2), DECODE_WIDE[0], LONG_K_CONFIGS[0],
+    dataclasses.replace(deepest(128, 208), cluster_k=4)]
 SPLIT_COMBOS = [("bf16", "bf16", "f32", "bf16"), ("e4m3", "e5m2", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
                 ("tf32", "tf32", "f32", "f32")]
 
