@@ -400,29 +400,32 @@ def _valid(cfg: Sm90Config) -> bool:
 
 # M = 257..512 with a long K: 128-row tiles split 4 (or 2) ways in clusters, the narrowest width whose clusters fill
 # one round of the SMs (LONG_K_FILL of it at least), where the heuristic's 64 x 128 tiles split through the workspace
-# made two to four rounds and a second launch, or its 64 x 128 / lone 128 x 80-96 tiles made one slow round. A/B on an
-# H100 against the heuristic without it (`sm90_long_k_ab_h100.json`, `sm90_long_k_ab2_h100.json`: M = 272-512 x N =
-# 1024-4096, bf16 / f16 / tf32 / e4m3 / s8 at 224 and 448 k-steps, CUDA-graph replay, three interleaved rounds),
-# new / old time: clusters of 4 (128 x 160-208 at N = 1536-2048) 0.79-0.93 for every dtype (bf16 384 x 2048 x 14336
-# 50.6 -> 43.3 us, torch 41.9); of 2 for 16- and 32-bit inputs at 448 steps 0.82-0.99, one 1.01 (tf32 384 x 3072 x
-# 14336 150.5 -> 119.1 us, torch 123.5), but at 224 steps 0.98-1.09; for 8-bit inputs of 2 at 448 steps 0.96-1.22, at
-# 224 1.04-1.24 (the on-chip sums of a 128-row tile are a larger share of their faster loop). Lost, hence the bounds:
-# 128 x 112 in fours at N = 1024 (1.01-1.28: the padded 128-row tiles do 15-38% more work than 64 x 128 splits,
-# counted as `balance` does, rounds x (block_n + BALANCE_COST) x block_m / splits), 128 x 256 in pairs at 512 x 4096
-# (1.02-1.09). LONG_K_GAIN: the most of the heuristic plan's counted work a candidate may do (the count ignores the
-# workspace split's second launch: the winners counted 0.72-1.08 of it, the losers 1.15-1.38).
-LONG_K_MAX_M, LONG_K_FILL, LONG_K_MAX_N, LONG_K_GAIN = 512, 0.8, 208, 1.1
-LONG_K_MIN_STEPS = {4: 200, 2: 400}  # by the cluster size
+# made two to four rounds and a second launch, or its 64 x 128 / lone 128 x 80-96 tiles made one slow round. A/B
+# against the heuristic without it (M = 272-512 x N = 1024-4096, bf16 / f16 / tf32 / e4m3 / s8 at 224 and 448 k-steps,
+# CUDA-graph replay, three interleaved rounds; NOTES sm90 58), new / old time. H100 (`sm90_long_k_ab_h100.json`,
+# `sm90_long_k_ab2_h100.json`): clusters of 4 (128 x 160-208 at N = 1536-2048) 0.79-0.93 for every dtype (bf16 384 x
+# 2048 x 14336 50.6 -> 43.3 us, torch 41.9); of 2 for 16- and 32-bit inputs at 448 steps 0.82-0.99, one 1.01 (tf32
+# 384 x 3072 x 14336 150.5 -> 119.1 us, torch 123.5), at 224 steps 0.98-1.09; for 8-bit inputs of 2 at 448 steps
+# 0.96-1.22, at 224 1.04-1.24 (the on-chip sums of a 128-row tile are a larger share of their faster loop). Lost, hence
+# the other bounds: 128 x 112 in fours at N = 1024 (1.01-1.28: the padded 128-row tiles do 15-38% more work than
+# 64 x 128 splits, counted as `balance` does, rounds x (block_n + BALANCE_COST) x block_m / splits), 128 x 256 in pairs
+# at 512 x 4096 (1.02-1.09). H200 (`sm90_long_k_ab3_h200.json`, faster DRAM): fours 0.85-0.97 but tf32 320 x 2048 x
+# 14336 1.045; pairs that count 1.08 of the work (64 x 128 tiles over M = 272-320, 20-29% of the 128-row tiles past M)
+# 1.045-1.067 where the H100 had 0.86-0.91, those counting 0.72-1.00 0.76-0.97.
+LONG_K_MAX_M, LONG_K_FILL, LONG_K_MAX_N = 512, 0.8, 208
+# By the cluster size: the least k-steps, and the most of the heuristic plan's counted work a candidate may do (the
+# count ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that lost 1.15+).
+LONG_K_SIZES = {4: (200, 1.1), 2: (400, 1.05)}
 LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
 
 
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
            sm_count: int) -> tuple[Sm90Config, ...]:
     """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS up to LONG_K_MAX_N columns split 4, then 2
-    (for inputs of LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, when K has LONG_K_MIN_STEPS steps for
+    (for inputs of LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, when K has LONG_K_SIZES' steps for
     that size, whose CTAs fit one round and fill LONG_K_FILL of it: the two narrowest of each size that count at most
-    LONG_K_GAIN of the work of `cfg` split `splits` ways (the caller takes the first whose clusters are all resident
-    at once: 30 clusters of 4 on a 132-SM H100); else none."""
+    LONG_K_SIZES' share of the work of `cfg` split `splits` ways (the caller takes the first whose clusters are all
+    resident at once: 30 clusters of 4 on a 132-SM H100); else none."""
     if not FIT_MAX_M < m <= LONG_K_MAX_M:
         return ()
 
@@ -430,7 +433,7 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
         return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
 
     rows, steps, found = -(-m // 128), -(-k_bytes // ROW_BYTES), []
-    for ck, least in LONG_K_MIN_STEPS.items():
+    for ck, (least, gain) in LONG_K_SIZES.items():
         if ck == 2 and bits < LONG_K_PAIR_MIN_BITS:
             continue
         ctas = lambda w: ck * rows * -(-n // w)  # noqa: E731
@@ -438,7 +441,7 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
                   and LONG_K_FILL * sm_count <= ctas(w) <= sm_count]
         found += [c for w in widths[:2] if steps >= least
                   and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
-                  and work(c, ck) <= LONG_K_GAIN * work(cfg, splits)]
+                  and work(c, ck) <= gain * work(cfg, splits)]
     return tuple(found)
 
 
@@ -450,7 +453,7 @@ DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (1
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 # Every config long_k can return.
-LONG_K_CONFIGS = tuple(c for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N for k in LONG_K_MIN_STEPS
+LONG_K_CONFIGS = tuple(c for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N for k in LONG_K_SIZES
                        if w % (4 * k) == 0 and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k)))
 
 # Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster);

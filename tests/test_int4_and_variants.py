@@ -265,6 +265,7 @@ def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster()
     assert picks(384, 3072, 57344, 16) == ["sm90_128x144_s5_g8_c1_k2", "sm90_128x160_s5_g8_c1_k2"]
     assert picks(384, 3072, 57344, 8) == []  # 8-bit pairs lost at 448 steps
     assert picks(384, 3072, 28672, 16) == []  # 224 steps: too short for pairs
+    assert picks(320, 3072, 57344, 16) == []  # pairs counting 1.08x the work of 64 x 128 tiles (lost on the H200)
     assert picks(320, 1024, 28672, 16) == []  # 128 x 112 in fours counts 1.38x the work of 64 x 128 split 3 ways
     assert picks(512, 4096, 57344, 16) == []  # 128 x 256 pairs lost
     assert picks(256, 2048, 28672, 16) == picks(520, 2048, 57344, 16) == []  # fit's and balance's M
