@@ -413,9 +413,11 @@ def _valid(cfg: Sm90Config) -> bool:
 # 14336 1.045; pairs that count 1.08 of the work (64 x 128 tiles over M = 272-320, 20-29% of the 128-row tiles past M)
 # 1.045-1.067 where the H100 had 0.86-0.91, those counting 0.72-1.00 0.76-0.97.
 LONG_K_MAX_M, LONG_K_FILL, LONG_K_MAX_N = 512, 0.8, 208
-# By the cluster size: the least k-steps, and the most of the heuristic plan's counted work a candidate may do (the
-# count ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that lost 1.15+).
-LONG_K_SIZES = {4: (200, 1.1), 2: (400, 1.05)}
+# By the cluster size: the least k-steps; the most of the heuristic plan's counted work a candidate may do (the count
+# ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that lost 1.15+);
+# whether only in place of a workspace split (fours against the whole K of 64-row tiles: 0.99-1.05 at 128 k-steps,
+# 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against splits 0.87-0.96 at 128, 0.84-0.94 at 192).
+LONG_K_SIZES = {4: (128, 1.1, True), 2: (400, 1.05, False)}
 LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
 
 
@@ -423,9 +425,9 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
            sm_count: int) -> tuple[Sm90Config, ...]:
     """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS up to LONG_K_MAX_N columns split 4, then 2
     (for inputs of LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, when K has LONG_K_SIZES' steps for
-    that size, whose CTAs fit one round and fill LONG_K_FILL of it: the two narrowest of each size that count at most
-    LONG_K_SIZES' share of the work of `cfg` split `splits` ways (the caller takes the first whose clusters are all
-    resident at once: 30 clusters of 4 on a 132-SM H100); else none."""
+    that size (fours only where `splits` > 1), whose CTAs fit one round and fill LONG_K_FILL of it: the two narrowest
+    of each size that count at most LONG_K_SIZES' share of the work of `cfg` split `splits` ways (the caller takes the
+    first whose clusters are all resident at once: 30 clusters of 4 on a 132-SM H100); else none."""
     if not FIT_MAX_M < m <= LONG_K_MAX_M:
         return ()
 
@@ -433,8 +435,8 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
         return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
 
     rows, steps, found = -(-m // 128), -(-k_bytes // ROW_BYTES), []
-    for ck, (least, gain) in LONG_K_SIZES.items():
-        if ck == 2 and bits < LONG_K_PAIR_MIN_BITS:
+    for ck, (least, gain, split_only) in LONG_K_SIZES.items():
+        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or (split_only and splits == 1):
             continue
         ctas = lambda w: ck * rows * -(-n // w)  # noqa: E731
         widths = [w for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N and w % (4 * ck) == 0
