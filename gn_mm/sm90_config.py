@@ -398,7 +398,7 @@ def _valid(cfg: Sm90Config) -> bool:
         return False
 
 
-# M = 257..512 with a long K: 128-row tiles split 4 (or 2) ways in clusters, the narrowest width whose clusters fill
+# M = 257..1024 with a long K: 128-row tiles split 4 (or 2) ways in clusters, the narrowest width whose clusters fill
 # one round of the SMs (LONG_K_FILL of it at least), where the heuristic's 64 x 128 tiles split through the workspace
 # made two to four rounds and a second launch, or its 64 x 128 / lone 128 x 80-96 tiles made one slow round. A/B
 # against the heuristic without it (M = 272-512 x N = 1024-4096, bf16 / f16 / tf32 / e4m3 / s8 at 224 and 448 k-steps,
@@ -411,23 +411,26 @@ def _valid(cfg: Sm90Config) -> bool:
 # 64 x 128 splits, counted as `balance` does, rounds x (block_n + BALANCE_COST) x block_m / splits), 128 x 256 in pairs
 # at 512 x 4096 (1.02-1.09). H200 (`sm90_long_k_ab3_h200.json`, faster DRAM): fours 0.85-0.97 but tf32 320 x 2048 x
 # 14336 1.045; pairs that count 1.08 of the work (64 x 128 tiles over M = 272-320, 20-29% of the 128-row tiles past M)
-# 1.045-1.067 where the H100 had 0.86-0.91, those counting 0.72-1.00 0.76-0.97.
-LONG_K_MAX_M, LONG_K_FILL, LONG_K_MAX_N = 512, 0.8, 208
-# By the cluster size: the least k-steps; the most of the heuristic plan's counted work a candidate may do (the count
-# ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that lost 1.15+);
-# whether only in place of a workspace split (fours against the whole K of 64-row tiles: 0.99-1.05 at 128 k-steps,
-# 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against splits 0.87-0.96 at 128, 0.84-0.94 at 192).
-LONG_K_SIZES = {4: (128, 1.1, True), 2: (400, 1.05, False)}
+# 1.045-1.067 where the H100 had 0.86-0.91, those counting 0.72-1.00 0.76-0.97. M = 544-1024 (NOTES sm90 60), the 78
+# shapes the rule changes: 0.862x the time on an H100 (`sm90_long_k_final3_h100.json`), 0.892 on an H200.
+LONG_K_MAX_M, LONG_K_FILL = 1024, 0.8
+# By the cluster size: the least k-steps; the widest tile (pairs of 128 x 208 at M = 544-640 x N = 2560: bf16
+# 1.03-1.05 on an H100, `sm90_long_k_final3_h100.json`); the most of the heuristic plan's counted work a candidate may
+# do (the count ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that
+# lost 1.15+); the least workspace splits of the heuristic's plan it may replace (fours against the whole K of 64-row tiles:
+# 0.99-1.05 at 128 k-steps, 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against 2 splits in one round 0.98-1.04 on
+# an H200, `sm90_long_k_m1024_probe_h200.json`; against 3+ splits 0.87-0.96 at 128, 0.84-0.94 at 192).
+LONG_K_SIZES = {4: (128, 208, 1.1, 3), 2: (400, 192, 1.05, 1)}
 LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
 
 
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
            sm_count: int) -> tuple[Sm90Config, ...]:
-    """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS up to LONG_K_MAX_N columns split 4, then 2
-    (for inputs of LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, when K has LONG_K_SIZES' steps for
-    that size (fours only where `splits` > 1), whose CTAs fit one round and fill LONG_K_FILL of it: the two narrowest
-    of each size that count at most LONG_K_SIZES' share of the work of `cfg` split `splits` ways (the caller takes the
-    first whose clusters are all resident at once: 30 clusters of 4 on a 132-SM H100); else none."""
+    """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
+    LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
+    width, counted work against `cfg` split `splits` ways, the least `splits` replaced), whose CTAs fit one round and
+    fill LONG_K_FILL of it: the two narrowest of each size (the caller takes the first whose clusters are all resident
+    at once: 30 clusters of 4 on a 132-SM H100); else none."""
     if not FIT_MAX_M < m <= LONG_K_MAX_M:
         return ()
 
@@ -435,11 +438,11 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
         return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
 
     rows, steps, found = -(-m // 128), -(-k_bytes // ROW_BYTES), []
-    for ck, (least, gain, split_only) in LONG_K_SIZES.items():
-        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or (split_only and splits == 1):
+    for ck, (least, widest, gain, least_splits) in LONG_K_SIZES.items():
+        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or splits < least_splits:
             continue
         ctas = lambda w: ck * rows * -(-n // w)  # noqa: E731
-        widths = [w for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N and w % (4 * ck) == 0
+        widths = [w for w in BALANCE_WIDTHS if w <= widest and w % (4 * ck) == 0
                   and LONG_K_FILL * sm_count <= ctas(w) <= sm_count]
         found += [c for w in widths[:2] if steps >= least
                   and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
@@ -455,8 +458,9 @@ DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (1
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 # Every config long_k can return.
-LONG_K_CONFIGS = tuple(c for w in BALANCE_WIDTHS if w <= LONG_K_MAX_N for k in LONG_K_SIZES
-                       if w % (4 * k) == 0 and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k)))
+LONG_K_CONFIGS = tuple(c for k, (_, widest, _, _) in LONG_K_SIZES.items() for w in BALANCE_WIDTHS
+                       if w <= widest and w % (4 * k) == 0
+                       and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k)))
 
 # Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster);
 # decode (M <= 32, one row tile) up to twice that.

@@ -249,9 +249,9 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
 
 
 def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster():
-    """long_k (NOTES sm90 58): 128-row tiles split 4 ways in clusters in place of workspace splits from 128 k-steps,
-    pairs only for 16/32-bit inputs at 400+ k-steps, nothing where the padded tiles count more work (N = 1024) or outside
-    M = 257..512; every candidate is a compiled (offline-tested) config."""
+    """long_k (NOTES sm90 58-60): 128-row tiles split 4 ways in clusters in place of 3+ workspace splits from 128
+    k-steps, pairs only for 16/32-bit inputs at 400+ k-steps, nothing where the padded tiles count more work (N = 1024)
+    or outside M = 257..1024; every candidate is a compiled (offline-tested) config."""
     from gn_mm.config import choose_splits
     from gn_mm.sm90_config import LONG_K_CONFIGS, choose_sm90, long_k, whole_k
 
@@ -268,11 +268,13 @@ def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster()
     assert picks(320, 3072, 57344, 16) == []  # pairs counting 1.08x the work of 64 x 128 tiles (lost on the H200)
     assert picks(320, 1024, 28672, 16) == []  # 128 x 112 in fours counts 1.38x the work of 64 x 128 split 3 ways
     assert picks(512, 4096, 57344, 16) == []  # 128 x 256 pairs lost
-    assert picks(256, 2048, 28672, 16) == picks(520, 2048, 57344, 16) == []  # fit's and balance's M
+    assert picks(256, 2048, 28672, 16) == picks(1040, 2048, 57344, 16) == []  # fit's M, past LONG_K_MAX_M
     assert picks(320, 2048, 128 * 128, 16)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 128 steps, in place of 3 splits
     assert picks(320, 2048, 128 * 127, 16) == []
     assert picks(384, 2048, 128 * 128, 16) == []  # 64 x 128 tiles keep the whole K: fours only replace splits
-    for m in range(257, 513, 17):
+    assert picks(608, 768, 28672, 16) == []  # nor 2 splits in one round
+    assert picks(768, 1024, 57344, 16)[-1] == "sm90_128x208_s4_g8_c1_k4" and picks(640, 2560, 57344, 16) == []
+    for m in range(257, 1025, 37):
         for n in range(1024, 6145, 512):
             for k_bytes in (28672, 57344, 114688):
                 for bits in (8, 16):
