@@ -208,19 +208,18 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                 cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
         if auto and variant.acc != "f16":
             # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
-            for cand in long_k(cfg, splits, m, n, k_bytes, BY_NAME[variant.a].bits, gpu.sm_count):
-                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
-                if _all_resident(plan, m, n):
-                    return plan
+            plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, BY_NAME[variant.a].bits,
+                                                      gpu.sm_count), m, n, gpu.sm_count, device)
+            if plan is not None:
+                return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
         if config is None and splits == 1:
             # The tile in clusters sharing A, when all of them are resident at once.
             cand = share_a(cfg, m, n, gpu.sm_count)
-            if cand is not cfg:
-                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
-                if _all_resident(plan, m, n):
-                    return plan
+            plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device)
+            if plan is not None:
+                return plan
         return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
@@ -231,6 +230,15 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
 
 runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
+
+
+def _first_resident(wgmma, out: str, cands, m: int, n: int, sm_count: int, device):
+    """The plan of the first clustered config in `cands` whose clusters are all resident at once, else None."""
+    for cand in cands:
+        plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, sm_count, device)
+        if _all_resident(plan, m, n):
+            return plan
+    return None
 
 
 def _all_resident(plan, m: int, n: int) -> bool:

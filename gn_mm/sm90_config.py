@@ -417,9 +417,9 @@ LONG_K_MAX_M, LONG_K_FILL = 1024, 0.8
 # By the cluster size: the least k-steps; the widest tile (pairs of 128 x 208 at M = 544-640 x N = 2560: bf16
 # 1.03-1.05 on an H100, `sm90_long_k_final3_h100.json`); the most of the heuristic plan's counted work a candidate may
 # do (the count ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that
-# lost 1.15+); the least workspace splits of the heuristic's plan it may replace (fours against the whole K of 64-row tiles:
-# 0.99-1.05 at 128 k-steps, 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against 2 splits in one round 0.98-1.04 on
-# an H200, `sm90_long_k_m1024_probe_h200.json`; against 3+ splits 0.87-0.96 at 128, 0.84-0.94 at 192).
+# lost 1.15+); the least workspace splits of the heuristic's plan it may replace (fours against the whole K of 64-row
+# tiles: 0.99-1.05 at 128 k-steps, 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against 2 splits in one round
+# 0.98-1.04 on an H200, `sm90_long_k_m1024_probe_h200.json`; against 3+ splits 0.87-0.96 at 128, 0.84-0.94 at 192).
 LONG_K_SIZES = {4: (128, 208, 1.1, 3), 2: (400, 192, 1.05, 1)}
 LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
 
@@ -437,16 +437,14 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     def work(c, s):  # `balance`'s count: rounds of the SMs x (block_n + BALANCE_COST) x block_m, a split's share
         return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
 
-    rows, steps, found = -(-m // 128), -(-k_bytes // ROW_BYTES), []
+    rows, steps, budget, found = -(-m // 128), -(-k_bytes // ROW_BYTES), work(cfg, splits), []
     for ck, (least, widest, gain, least_splits) in LONG_K_SIZES.items():
-        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or splits < least_splits:
+        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or splits < least_splits or steps < least:
             continue
-        ctas = lambda w: ck * rows * -(-n // w)  # noqa: E731
         widths = [w for w in BALANCE_WIDTHS if w <= widest and w % (4 * ck) == 0
-                  and LONG_K_FILL * sm_count <= ctas(w) <= sm_count]
-        found += [c for w in widths[:2] if steps >= least
-                  and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
-                  and work(c, ck) <= gain * work(cfg, splits)]
+                  and LONG_K_FILL * sm_count <= ck * rows * -(-n // w) <= sm_count]
+        found += [c for w in widths[:2] if _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
+                  and work(c, ck) <= gain * budget]
     return tuple(found)
 
 
