@@ -54,6 +54,8 @@ constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
 constexpr bool TMA_STORES = CHUNKS > 0;  // whole chunks through TMA; columns past the last one stored directly
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
+constexpr bool SWAP_GROUPS = OUT_BYTES == 4;  // see store_tile_tma
+static_assert(!SWAP_GROUPS || CHUNK_COLS == 32, "4-byte outputs: 4 groups of 8 columns per chunk");
 
 static_assert(BLOCK_M % 64 == 0 && CONSUMERS >= 1 && CONSUMERS <= 3, "BLOCK_M must be 64, 128 or 192");
 // Named barriers: 1 + c per consumer c (epilogue), 3 for all consumers (CLUSTER_K): three consumers take no CLUSTER_K.
@@ -148,12 +150,21 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
     }
 #pragma unroll
     for (int jj = 0; jj < CHUNK_COLS / 8; ++jj) {
-      const int j = q * (CHUNK_COLS / 8) + jj;
-      const int byte = (8 * jj + 2 * (lane % 4)) * OUT_BYTES;  // within the chunk's 128-byte row
+      // 4-byte outputs: lanes 2 and 3 of each quad store group jj ^ 2, so that a half-warp's 8-byte stores cover
+      // eight distinct 16-byte units; in plain order they hit four units twice (ncu: 4 wavefronts per STS.64, not 2).
+      const bool swap = SWAP_GROUPS && (lane & 2);
+      const int j = q * (CHUNK_COLS / 8) + (swap ? jj ^ 2 : jj);  // this lane's 8-column group
+      const int byte = (8 * (j % (CHUNK_COLS / 8)) + 2 * (lane % 4)) * OUT_BYTES;  // within the chunk's 128-byte row
       typedef typename Pick<GN_OUT_KIND == GN_OUT_S32, int, float>::type V;  // exact int32 outputs
       V v[4];
       float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;
-      group_values(d, j, v);
+      group_values(d, q * (CHUNK_COLS / 8) + jj, v);
+      if constexpr (SWAP_GROUPS) {  // a select, not a register index that varies by lane (local memory)
+        V w[4];
+        group_values(d, q * (CHUNK_COLS / 8) + (jj ^ 2), w);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[i] = swap ? w[i] : v[i];
+      }
       if constexpr (COLS && GN_OUT_KIND != GN_OUT_S32)
         ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
 #pragma unroll

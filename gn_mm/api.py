@@ -209,7 +209,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         if auto and variant.acc != "f16":
             # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
             plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, BY_NAME[variant.a].bits,
-                                                      gpu.sm_count), m, n, gpu.sm_count, device)
+                                                      gpu.sm_count, gpu.dram_tbs), m, n, gpu.sm_count, device)
             if plan is not None:
                 return plan
         splits = _check_splits(splits, k_bytes, cfg, variant)

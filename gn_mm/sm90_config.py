@@ -422,27 +422,47 @@ LONG_K_MAX_M, LONG_K_FILL = 1024, 0.8
 # 0.98-1.04 on an H200, `sm90_long_k_m1024_probe_h200.json`; against 3+ splits 0.87-0.96 at 128, 0.84-0.94 at 192).
 LONG_K_SIZES = {4: (128, 208, 1.1, 3), 2: (400, 192, 1.05, 1)}
 LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
+# M = 65..128 (one 128-row block, where the heuristic runs two rows of 64-row tiles with the whole K): 128-row tiles
+# split 2 ways in clusters, every input width, widths down to 32 columns, each from ONE_BLOCK_MIN_STEPS k-steps. Forced
+# on an H200 (`sm90_m128_long_k_probe_h200.json`, NOTES sm90 62): 128 x 64 pairs against 64 x 64 tiles in clusters
+# of 2, us, bf16 128 x 4096 x 14336 44.1 -> 34.7 (torch 37.2), 96 x 4096 x 14336 43.6 -> 33.6, e4m3 128 x 4096 x 14336
+# 23.3 -> 20.5 (21.2), s8 23.0 -> 19.9; fours of 128 x 128 lost (54.6). A/B of 97 shapes (M = 72-128, N = 2048-8192,
+# `sm90_one_block_ab_h200.json`): 32- and 48-column pairs won from 32 k-steps (0.65-0.95x the time), 64 and 80 lost
+# there (1.03-1.12) and won from 64 (0.82-0.94), 96 and 128 lost at 32-112 steps (up to 1.28: e4m3 128 x 8192 x 4096)
+# and won from 128 (0.81-0.97). The same 56 winners on an H100 (`sm90_one_block_final_ab_h100.json`, 3.35 TB/s of
+# DRAM against 4.8): 32 columns 0.78-0.88, 48 columns 0.84-0.93 from 64 steps (0.97-1.05 at 32), 64-128 columns
+# 0.93-1.075 (e4m3 128 x 4096 x 8192 15.5 -> 16.6 us): the wider pairs only where DRAM is as fast as the H200's.
+ONE_BLOCK_SIZES = {2: (32, 128, 1.05, 1)}
+ONE_BLOCK_WIDTHS = (32, 48, 64, 80, 96, 112, 128)
+ONE_BLOCK_MIN_STEPS = {32: 32, 48: 64}  # by width; a width not listed is not tried
+ONE_BLOCK_FAST_DRAM_TBS, ONE_BLOCK_MIN_STEPS_FAST = 4.0, {32: 32, 48: 32, 64: 64, 80: 64, 96: 128, 112: 128, 128: 128}
+ONE_BLOCK_MIN_M = 65
 
 
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
-           sm_count: int) -> tuple[Sm90Config, ...]:
-    """For FIT_MAX_M < m <= LONG_K_MAX_M: 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
+           sm_count: int, dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
+    """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128: pairs of
+    ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of
+    ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
     LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
     width, counted work against `cfg` split `splits` ways, the least `splits` replaced), whose CTAs fit one round and
     fill LONG_K_FILL of it: the two narrowest of each size (the caller takes the first whose clusters are all resident
     at once: 30 clusters of 4 on a 132-SM H100); else none."""
-    if not FIT_MAX_M < m <= LONG_K_MAX_M:
+    one_block = ONE_BLOCK_MIN_M <= m <= 128
+    if not (one_block or FIT_MAX_M < m <= LONG_K_MAX_M):
         return ()
 
     def work(c, s):  # `balance`'s count: rounds of the SMs x (block_n + BALANCE_COST) x block_m, a split's share
         return -(-c.ctas(m, n) * s // sm_count) * (c.block_n + BALANCE_COST) * c.block_m / s
 
     rows, steps, budget, found = -(-m // 128), -(-k_bytes // ROW_BYTES), work(cfg, splits), []
-    for ck, (least, widest, gain, least_splits) in LONG_K_SIZES.items():
-        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS) or splits < least_splits or steps < least:
+    least_steps = ONE_BLOCK_MIN_STEPS_FAST if dram_tbs >= ONE_BLOCK_FAST_DRAM_TBS else ONE_BLOCK_MIN_STEPS
+    for ck, (least, widest, gain, least_splits) in (ONE_BLOCK_SIZES if one_block else LONG_K_SIZES).items():
+        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS and not one_block) or splits < least_splits or steps < least:
             continue
-        widths = [w for w in BALANCE_WIDTHS if w <= widest and w % (4 * ck) == 0
-                  and LONG_K_FILL * sm_count <= ck * rows * -(-n // w) <= sm_count]
+        widths = [w for w in (ONE_BLOCK_WIDTHS if one_block else BALANCE_WIDTHS) if w <= widest and w % (4 * ck) == 0
+                  and LONG_K_FILL * sm_count <= ck * rows * -(-n // w) <= sm_count
+                  and (not one_block or steps >= least_steps.get(w, steps + 1))]
         found += [c for w in widths[:2] if _valid(c := dataclasses.replace(deepest(128, w), cluster_k=ck))
                   and work(c, ck) <= gain * budget]
     return tuple(found)
@@ -456,9 +476,10 @@ DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (1
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
                        if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
 # Every config long_k can return.
-LONG_K_CONFIGS = tuple(c for k, (_, widest, _, _) in LONG_K_SIZES.items() for w in BALANCE_WIDTHS
-                       if w <= widest and w % (4 * k) == 0
-                       and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k)))
+LONG_K_CONFIGS = tuple(dict.fromkeys(
+    c for sizes, ws in ((LONG_K_SIZES, BALANCE_WIDTHS), (ONE_BLOCK_SIZES, ONE_BLOCK_WIDTHS))
+    for k, (_, widest, _, _) in sizes.items() for w in ws
+    if w <= widest and w % (4 * k) == 0 and _valid(c := dataclasses.replace(deepest(128, w), cluster_k=k))))
 
 # Split inside a cluster only while each CTA's share of K is at most this many 128-byte steps (see in_cluster);
 # decode (M <= 32, one row tile) up to twice that.

@@ -251,14 +251,24 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
 def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster():
     """long_k (NOTES sm90 58-60): 128-row tiles split 4 ways in clusters in place of 3+ workspace splits from 128
     k-steps, pairs only for 16/32-bit inputs at 400+ k-steps, nothing where the padded tiles count more work (N = 1024)
-    or outside M = 257..1024; every candidate is a compiled (offline-tested) config."""
+    or outside M = 257..1024 (and one 128-row block, M = 65..128); every candidate is a compiled (offline-tested) config."""
     from gn_mm.config import choose_splits
     from gn_mm.sm90_config import LONG_K_CONFIGS, choose_sm90, long_k, whole_k
 
-    def picks(m, n, k_bytes, bits):
-        cfg = choose_sm90(m, n, k_bytes, 132)
+    def picks(m, n, k_bytes, bits, dram_tbs=3.35):
+        cfg = choose_sm90(m, n, k_bytes, 132, dram_tbs)
         splits = 1 if whole_k(cfg, m, n, k_bytes, 132) else choose_splits(m, n, k_bytes, cfg, 132, "f32")
-        return [c.name for c in long_k(cfg, splits, m, n, k_bytes, bits, 132)]
+        return [c.name for c in long_k(cfg, splits, m, n, k_bytes, bits, 132, dram_tbs)]
+
+    # One 128-row block (M = 65..128, NOTES sm90 62): 32- and 48-column pairs everywhere, wider ones only with the
+    # H200's DRAM (they lost up to 7.5% on an H100); nothing at M <= 64 or past 128 below fit's M.
+    assert picks(128, 3072, 28672, 16) == ["sm90_128x48_s8_g8_c1_k2"]
+    assert picks(72, 2048, 4096, 16) == ["sm90_128x32_s9_g8_c1_k2"]
+    assert picks(128, 3072, 4096, 8) == []  # 48 columns at 32 steps: 1.05 on the H100
+    assert picks(128, 3072, 4096, 8, 4.8) == ["sm90_128x48_s8_g8_c1_k2"]
+    assert picks(128, 4096, 28672, 16) == [] and picks(128, 4096, 28672, 16, 4.8) == ["sm90_128x64_s8_g8_c1_k2"]
+    assert picks(128, 8192, 8192, 16, 4.8) == []  # 128 columns at 64 steps: up to 1.28
+    assert picks(64, 2048, 8192, 16) == picks(200, 2048, 28672, 16) == []
 
     assert picks(384, 2048, 28672, 16)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 64 x 128 split 4 ways: 3 rounds
     assert picks(384, 2048, 28672, 8)[-1] == "sm90_128x208_s4_g8_c1_k4"  # fours for 8-bit inputs too

@@ -173,11 +173,14 @@ def test_int4_runs_unpacked_on_s8_wgmma_exactly(types, shape, cfg):
 
 def test_whole_k_tiles_are_not_split():
     """The tiles the heuristic sizes to one round of the SMs keep the whole K (choose_splits would split the pairs
-    at N = 3072 four ways), and give the right answer there."""
+    at N = 3072 four ways), and give the right answer there; at M = 128 the one-block pairs of long_k take over."""
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
     for m, n, k in ((128, 3072, 14336), (100, 9216, 2048), (16, 5120, 2048)):
         plan = api._plan(bf16, "bf16", m, n, k * 2, gpu, None, None)
+        if m == 128:  # one 128-row block with a long K: 128 x 48 pairs split in clusters instead (NOTES sm90 62)
+            assert plan.config.name == "sm90_128x48_s8_g8_c1_k2" and plan.splits == 1, plan.config.name
+            continue
         assert plan.config in WHOLE_K and plan.splits == 1, (m, n, k, plan.config.name)
     dev = torch.device("cuda")
     a, a64 = _rand(BY_NAME["bf16"], 128, 14336, dev)
@@ -258,7 +261,8 @@ def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
 CLUSTER_K = [dataclasses.replace(DECODE, cluster_k=k) for k in (2, 4, 8)] + [
     dataclasses.replace(NARROW, cluster_k=4), dataclasses.replace(LARGE[1], cluster_k=2),
     dataclasses.replace(LARGE[2], cluster_k=2), DECODE_WIDE[0], LONG_K_CONFIGS[0],
-    dataclasses.replace(deepest(128, 208), cluster_k=4)]
+    dataclasses.replace(deepest(128, 208), cluster_k=4), dataclasses.replace(deepest(128, 32), cluster_k=2),
+    dataclasses.replace(deepest(128, 48), cluster_k=2)]
 SPLIT_COMBOS = [("bf16", "bf16", "f32", "bf16"), ("e4m3", "e5m2", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
                 ("tf32", "tf32", "f32", "f32")]
 
