@@ -433,9 +433,9 @@ LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
 # DRAM against 4.8): 32 columns 0.78-0.88, 48 columns 0.84-0.93 from 64 steps (0.97-1.05 at 32), 64-128 columns
 # 0.93-1.075 (e4m3 128 x 4096 x 8192 15.5 -> 16.6 us): the wider pairs only where DRAM is as fast as the H200's.
 ONE_BLOCK_SIZES = {2: (32, 128, 1.05, 1)}
-ONE_BLOCK_WIDTHS = (32, 48, 64, 80, 96, 112, 128)
 ONE_BLOCK_MIN_STEPS = {32: 32, 48: 64}  # by width; a width not listed is not tried
 ONE_BLOCK_FAST_DRAM_TBS, ONE_BLOCK_MIN_STEPS_FAST = 4.0, {32: 32, 48: 32, 64: 64, 80: 64, 96: 128, 112: 128, 128: 128}
+ONE_BLOCK_WIDTHS = tuple(ONE_BLOCK_MIN_STEPS_FAST)  # every width either table may take
 ONE_BLOCK_MIN_M = 65
 
 
