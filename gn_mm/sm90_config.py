@@ -133,10 +133,19 @@ NARROW_MAX_K_BYTES = 8192
 # 4096 x 8192 32.7 -> 27.8 (27.6), 128 x 4096 x 14336 49.9 -> 45.9 (53.4); tf32 128 x 4096 x 4096 33.1 -> 28.4 (29.0),
 # 128 x 4096 x 8192 56.5 -> 53.0 (59.2). Past 32 KB of K per row the split wins again (tf32 128 x 4096 x 14336: 90.4
 # against 99.2), and with fewer columns (N = 2048: 64 CTAs) the pair needs a split too and gains nothing (e4m3 128 x
-# 2048 x 14336 18.8 against 18.1). Up to NARROW_MAX_K_BYTES lone 64 x 64 tiles stay: their short runs do not pay for
-# the cluster (e4m3 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 / 9.5).
-# benchmarks/results/sm90_narrow_pair_h100.json.
-PAIR_MAX_K_BYTES = 32768
+# 2048 x 14336 18.8 against 18.1). benchmarks/results/sm90_narrow_pair_h100.json.
+# Below 8 KB of K the pairs then lost to lone 64 x 64 tiles (e4m3 128 x 4096 x 4096 8.4 us alone, 9.5 in pairs; s8 8.8 /
+# 9.5). Re-measured in the twenty-fifth session, after the cluster paths' later work (NOTES sm90 63; forced pairs
+# against lone tiles, graph replay, three interleaved rounds, M = 72 / 128 x N = 3072 / 3584 / 4096 x 2-8 KB of K, s8 /
+# e4m3 / bf16 / tf32; `sm90_pair_short_k_probe_h100.json`): from 4 KB the pairs win or tie on an H100, 0.90-0.95x
+# the time at N = 4096 for s8 / bf16 / tf32 (s8 128 x 4096 x 4096 8.92 -> 8.44 us), e4m3 0.96-1.01;
+# at 2 KB they lose by 0-3%, at 3 KB e4m3 by 1.5%. On an H200 the same pairs lose 0-1.3% at 4 KB and tie at 6 KB
+# (A/B of the rule, `sm90_pair_short_k_ab_h200.json`: 60 changed shapes 1.004x the time), so pairs from 4 KB are an
+# H100 rule (DRAM under FAST_DRAM_TBS), like the fit tiles' widths below. A/B of that rule on an H100
+# (`sm90_pair_short_k_ab_h100.json`, M = 72 / 96 / 128 x N = 3072-4096 x 4-8 KB of K, five dtypes): 120 shapes 0.962x
+# the time (0.873-1.008), torch / gn_mm 1.081 -> 1.123; s8 128 x 4096 x 4096 8.76 -> 8.23 us, bf16 128 x 4096 x 2048
+# 8.66 -> 8.17, bf16 128 x 4096 x 4096 15.77 -> 14.52.
+PAIR_MIN_K_BYTES, PAIR_MAX_K_BYTES = 4096, 32768
 PAIR_MIN_FILL = 0.7
 # M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide
 # enough for one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost
@@ -250,8 +259,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs)
     x (A rows that exist + block_n), on ties the wider then the shorter tile (128 x 14336: 112 tiles of 128 x 128,
     36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with 64-column tiles only for short K
-    (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES, in pairs (NARROW_PAIR) when the pairs fill most
-    SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
+    (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES (past NARROW_MAX_K_BYTES, or from PAIR_MIN_K_BYTES
+    under FAST_DRAM_TBS of DRAM), in pairs (NARROW_PAIR) when the pairs fill most SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
     80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
     narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`; the
@@ -268,7 +277,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return done(cfg)
     pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= NARROW_PAIR.ctas(m, n) <= sm_count
-    narrow = (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else (NARROW_PAIR,) if pair else ()
+    short_pair = k_bytes >= PAIR_MIN_K_BYTES and dram_tbs < FAST_DRAM_TBS  # pairs below 8 KB: H100 DRAM only
+    narrow = ((NARROW_PAIR,) if pair and (k_bytes > NARROW_MAX_K_BYTES or short_pair) else
+              (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
     candidates = LARGE + (DECODE,) + narrow
     return done(min(candidates, key=lambda cfg: (-(-cfg.ctas(m, n) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                                  -cfg.block_n, cfg.block_m)))

@@ -108,7 +108,8 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     without rows: 16 x 28672 x 8192 bf16 took 192 us that way on an H200, 134 us with 64 x 128 tiles); no
     cluster without two row tiles to share B; 64-column tiles only for short K, or in pairs for two row tiles
     whose pairs fill most SMs without a K split."""
-    from gn_mm.sm90_config import FIT_CONFIGS, NARROW, NARROW_MAX_K_BYTES, NARROW_PAIR, PAIR_MAX_K_BYTES, choose_sm90
+    from gn_mm.sm90_config import (FIT_CONFIGS, NARROW, NARROW_MAX_K_BYTES, NARROW_PAIR, PAIR_MAX_K_BYTES,
+                                   PAIR_MIN_K_BYTES, choose_sm90)
 
     for n in (1024, 4096, 14336, 28672, 57344):
         for m in (1, 16, 32):
@@ -123,8 +124,11 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     assert choose_sm90(128, 2048, NARROW_MAX_K_BYTES, 132) == NARROW  # 64 CTAs: no pairs
     assert choose_sm90(128, 2048, NARROW_MAX_K_BYTES + 128, 132).block_n == 128
     for m, n in ((65, 4096), (128, 4096), (100, 3072)):
-        assert choose_sm90(m, n, NARROW_MAX_K_BYTES, 132) == NARROW
-        assert choose_sm90(m, n, NARROW_MAX_K_BYTES + 128, 132) == NARROW_PAIR
+        assert choose_sm90(m, n, PAIR_MIN_K_BYTES - 128, 132) == NARROW
+        assert choose_sm90(m, n, PAIR_MIN_K_BYTES, 132) == NARROW_PAIR  # H100 DRAM (the default 3.35 TB/s)
+        assert choose_sm90(m, n, NARROW_MAX_K_BYTES, 132) == NARROW_PAIR
+        assert choose_sm90(m, n, NARROW_MAX_K_BYTES, 132, dram_tbs=4.8) == NARROW  # H200: pairs past 8 KB only
+        assert choose_sm90(m, n, NARROW_MAX_K_BYTES + 128, 132, dram_tbs=4.8) == NARROW_PAIR
         assert choose_sm90(m, n, PAIR_MAX_K_BYTES, 132) == NARROW_PAIR
         assert choose_sm90(m, n, PAIR_MAX_K_BYTES + 128, 132).block_n == 128
     for m, n in ((64, 4096), (129, 4096), (128, 5120)):  # one row tile; three; two rounds of pairs
