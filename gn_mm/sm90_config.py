@@ -185,7 +185,14 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # 7.7 us against 9.6 for 64 x 64 tiles split in clusters, s8 7.2 / 8.4; M = 1-16 within -7..+9%; past it, e.g. e4m3
 # 16 x 3584 x 14336 20.9 / 16.4, `sm90_fit_two_rounds_ab_h200.json`). So from 4.4 TB/s of DRAM bandwidth and past 4 KB
 # of K, 64-row fit tiles start at 48 columns (as before that session).
-FIT_IDLE = {64: 0.8, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
+# Twenty-fifth session (NOTES sm90 64): one 64-row block at 80-90% busy, i.e. 112 decode tiles of 64 x 128 at N = 14336
+# (the LLM benchmark's 16 x 14336 x 4096) and 108 at 13824, then 112 of 128 x 256 at M = 64 x N = 28672: fit tiles of
+# 64 x 112 (128 CTAs) and 64 x 224 (128). Forced on an H200 (`sm90_m16_n14336_widths_h200.json`): bf16 16 x 14336 x 4096
+# 32.6 -> 30.5 us (torch 30.4), e4m3 17.9 -> 17.0 (17.1), tf32 x 8192 121.6 -> 112.6. A/B against the 0.8 bound
+# (`sm90_fit64_idle09_ab_{h100,h200}.json`, M = 1-64 x N = 13824 / 14336 / 28672 x 4-16 KB of K, five dtypes, 123
+# shapes): H200 0.938x the time (0.905-1.015), H100 0.967x (0.935-1.010); the worst are M = 64 x N = 14336 (1.00 on
+# both: 64 x 112 alone against 64 x 128 in fours sharing A, `share_a`).
+FIT_IDLE = {64: 0.9, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
 FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
 # Where a heuristic differs by DRAM bandwidth (here and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and the H200
 # (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which keeps

@@ -163,8 +163,10 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(256, 28672, 8192, 132).name == "sm90_128x256_s4_g8_c2"  # 1.7 rounds: not thin
     assert choose_sm90(128, 40000, 8192, 132).name == "sm90_128x256_s4_g8_c1"  # one row block: never measured
     assert choose_sm90(128, 12288, 16384, 132).name == "sm90_128x96_s6_g8_c1"  # one row block 72.7% busy -> 97%
+    for m in (1, 16, 32, 64):  # 112 decode tiles of 64 x 128 (85% of the SMs) -> 128 of 64 x 112
+        assert choose_sm90(m, 14336, 8192, 132).name == "sm90_64x112_s9_g8_c1"
     for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (16, 3072),
-                 (1, 2048), (32, 14336), (16, 28672), (64, 3072)):
+                 (1, 2048), (32, 15360), (16, 28672), (64, 3072)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
 
@@ -336,7 +338,7 @@ def test_share_a_clusters_along_n_where_measured():
     from gn_mm.sm90_config import (LARGE, SHARE_A_CONFIGS, Sm90Config, choose_sm90, share_a)
 
     for m, n, want in ((128, 14336, "sm90_128x128_s6_g8_c1_n4"), (96, 14336, "sm90_128x128_s6_g8_c1_n4"),
-                       (64, 14336, "sm90_64x128_s8_g8_c1_n4"), (64, 28672, "sm90_128x256_s4_g8_c1_n4")):
+                       (64, 15360, "sm90_64x128_s8_g8_c1_n4"), (64, 30720, "sm90_128x256_s4_g8_c1_n4")):
         cfg = share_a(choose_sm90(m, n, 8192, 132), m, n, 132)
         assert cfg.name == want and cfg in SHARE_A_CONFIGS and Sm90Config.parse(cfg.name) == cfg, (m, n, cfg.name)
         assert cfg.cluster == 4
