@@ -147,6 +147,28 @@ NARROW_MAX_K_BYTES = 8192
 # 8.66 -> 8.17, bf16 128 x 4096 x 4096 15.77 -> 14.52.
 PAIR_MIN_K_BYTES, PAIR_MAX_K_BYTES = 4096, 32768
 PAIR_MIN_FILL = 0.7
+# Wider pairs (twenty-fifth session, NOTES sm90 65): past N ~ 4224 the 64 x 64 pairs take two rounds, and the heuristic
+# ran lone 64 x 128 tiles (80-96 CTAs at N = 5120 / 6144, split 3-4 ways through the workspace at long K; 128 at N =
+# 8192) or 128-row fit tiles (N = 11008). 64-row pairs as wide as one round needs (64 x 80 at N = 5120, 96 at 6144, 128
+# at 8192, 176 at 11008; 126-128 CTAs) forced against them (M = 72 / 96 / 128 x 4-28 KB of K, bf16 / e4m3 / s8 / tf32,
+# 192 shapes each, `sm90_pair_wide_probe_{h100,h200}.json`): H100 0.917x the time (0.777-1.006), H200 0.911x
+# (0.798-1.003); e.g. e4m3 128 x 5120 x 14336 38.9 -> 29.6 us (torch 29.6). N = 11008 (176 columns) 0.96-1.0; wider
+# pairs were not measured.
+PAIR_CONFIGS = tuple(deepest(64, w, 2) for w in range(64, 177, 16))  # NARROW_PAIR first
+
+
+def pair_tile(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config | None:
+    """M = 65..128 (two 64-row tiles) with PAIR_MIN_K_BYTES..PAIR_MAX_K_BYTES of K: the narrowest PAIR_CONFIGS tile whose
+    pairs fit one round of the SMs and fill PAIR_MIN_FILL of it, the whole K in each CTA; NARROW_PAIR (64 columns) below
+    NARROW_MAX_K_BYTES only under FAST_DRAM_TBS of DRAM (the H100). Else None."""
+    if not (64 < m <= 128 and PAIR_MIN_K_BYTES <= k_bytes <= PAIR_MAX_K_BYTES):
+        return None
+    cfg = next((c for c in PAIR_CONFIGS if c.ctas(m, n) <= sm_count), None)
+    if cfg is None or cfg.ctas(m, n) < PAIR_MIN_FILL * sm_count:
+        return None
+    if cfg == NARROW_PAIR and k_bytes <= NARROW_MAX_K_BYTES and dram_tbs >= FAST_DRAM_TBS:
+        return None
+    return cfg
 # M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide
 # enough for one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost
 # bandwidth, and 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and
@@ -193,6 +215,13 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # shapes): H200 0.938x the time (0.905-1.015), H100 0.967x (0.935-1.010); the worst are M = 64 x N = 14336 (1.00 on
 # both: 64 x 112 alone against 64 x 128 in fours sharing A, `share_a`).
 FIT_IDLE = {64: 0.9, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
+# Two 128-row blocks on a 128-row menu tile (128 x 128, M = 129..256 x N ~ 5900-8448): the fit tile, in pairs sharing B,
+# whenever an SM is idle (NOTES sm90 65). Forced against the menu tile (M = 192 / 256 x N = 6144 / 7168 / 8192 x 8-28 KB
+# of K, four dtypes, `sm90_pair_wide_probe_two_{h100,h200}.json`): H100 0.75-0.97x the time, H200 0.78-0.99 (bf16 256 x
+# 6144 x 14336 97.2 -> 78.6 us on the H100, torch 72.2, where choose_splits had split 96 tiles 4 ways), 256 x 8192 at
+# 28 KB 1.00. (The 0.7 bound above was measured at 4 KB of K, sixteenth session; 64-row menu tiles keep it: M = 192 x
+# N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.)
+FIT_IDLE_TWO_BLOCKS = 1.0
 FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
 # Where a heuristic differs by DRAM bandwidth (here and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and the H200
 # (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which keeps
@@ -266,8 +295,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     batches, memory-bound) the tile whose busiest SM streams the fewest operand rows per K step, ceil(tiles / SMs)
     x (A rows that exist + block_n), on ties the wider then the shorter tile (128 x 14336: 112 tiles of 128 x 128,
     36 us on the H200, rather than 224 of 64 x 128, 40.5 us), with 64-column tiles only for short K
-    (NARROW_MAX_K_BYTES) or, for M = 65..128 up to PAIR_MAX_K_BYTES (past NARROW_MAX_K_BYTES, or from PAIR_MIN_K_BYTES
-    under FAST_DRAM_TBS of DRAM), in pairs (NARROW_PAIR) when the pairs fill most SMs without a K split. For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
+    (NARROW_MAX_K_BYTES). M = 65..128 takes `pair_tile` where it gives one (64-row tiles in 2-CTA clusters sharing
+    each weight tile, as narrow as one round of the SMs allows). For M <= 256 the result then goes through `fit` (tiles sized to one round of the SMs where
     the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance` (128-row tiles
     80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer rounds, or a
     narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s (`runtime.dram_bandwidth`; the
@@ -283,11 +312,10 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
             rows = -(-m // cfg.block_m)  # a cluster needs two row tiles, else one of its CTAs only reads zeros
             if rows >= cfg.cluster_m and rows * -(-n // cfg.block_n) >= sm_count:
                 return done(cfg)
-    pair = 64 < m <= 128 and k_bytes <= PAIR_MAX_K_BYTES and PAIR_MIN_FILL * sm_count <= NARROW_PAIR.ctas(m, n) <= sm_count
-    short_pair = k_bytes >= PAIR_MIN_K_BYTES and dram_tbs < FAST_DRAM_TBS  # pairs below 8 KB: H100 DRAM only
-    narrow = ((NARROW_PAIR,) if pair and (k_bytes > NARROW_MAX_K_BYTES or short_pair) else
-              (NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
-    candidates = LARGE + (DECODE,) + narrow
+    pair = pair_tile(m, n, k_bytes, sm_count, dram_tbs)
+    if pair is not None:
+        return done(pair)
+    candidates = LARGE + (DECODE,) + ((NARROW,) if k_bytes <= NARROW_MAX_K_BYTES else ())
     return done(min(candidates, key=lambda cfg: (-(-cfg.ctas(m, n) // sm_count) * (min(cfg.block_m, m) + cfg.block_n),
                                                  -cfg.block_n, cfg.block_m)))
 
@@ -307,7 +335,8 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     ctas = cfg.ctas(m, n)
     block_m = 64 if m <= 64 else 128
     rows = -(-m // block_m)
-    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
+    busy = FIT_IDLE_TWO_BLOCKS if rows == 2 and cfg.block_m == 128 else FIT_IDLE[block_m * rows]
+    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, busy):
         return cfg
     for rounds in range(1, FIT_ROUNDS[block_m * rows] + 1):
         width = next((w for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)
@@ -380,7 +409,7 @@ SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c 
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
-WHOLE_K = FIT_CONFIGS + (NARROW_PAIR,)
+WHOLE_K = FIT_CONFIGS + PAIR_CONFIGS
 WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs must fill to keep the whole K
 # 64-row tiles with short K: choose_splits' round model split them 2 or 4 ways (in clusters) wherever they leave half the
 # SMs idle, but a split of 8-16 k-steps per CTA costs more than the steps it saves once the whole-K tiles are this many.
@@ -459,7 +488,8 @@ ONE_BLOCK_MIN_M = 65
 
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
            sm_count: int, dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
-    """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128: pairs of
+    """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128, unless `cfg` is a pair
+    tile wider than 64 columns (`pair_tile`): pairs of
     ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of
     ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
     LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
@@ -467,6 +497,8 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     fill LONG_K_FILL of it: the two narrowest of each size (the caller takes the first whose clusters are all resident
     at once: 30 clusters of 4 on a 132-SM H100); else none."""
     one_block = ONE_BLOCK_MIN_M <= m <= 128
+    if one_block and cfg in PAIR_CONFIGS[1:]:  # wide pairs beat these splits (H200 0.89-0.98x, NOTES sm90 65)
+        return ()
     if not (one_block or FIT_MAX_M < m <= LONG_K_MAX_M):
         return ()
 
@@ -562,6 +594,6 @@ def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
     """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen, long_k) can give a variant
     that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
     TALL_SPILLS."""
-    menus = SM90_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
+    menus = SM90_CONFIGS + PAIR_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
     return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c in TALL and (acc, out) in TALL_SPILLS))

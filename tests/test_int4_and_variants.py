@@ -139,10 +139,12 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     """M <= 256 where the menu's tiles left SMs idle or made a thin second round: tiles just wide enough for one
     round (128-row ones in pairs over two row tiles; two rounds for those where one cannot hold them); unchanged
     where the SMs were mostly busy or a second round mostly full, and for larger M."""
-    from gn_mm.sm90_config import FIT_CONFIGS, SM90_CONFIGS, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, PAIR_CONFIGS, SM90_CONFIGS, choose_sm90
 
-    assert choose_sm90(128, 11008, 8192, 132).name == "sm90_128x96_s6_g8_c1"  # 86 -> 115 CTAs
-    assert choose_sm90(80, 9216, 8192, 132).name == "sm90_128x80_s7_g8_c1"
+    assert choose_sm90(128, 11008, 2048, 132).name == "sm90_128x96_s6_g8_c1"  # 86 -> 115 CTAs (short K: no pairs)
+    assert choose_sm90(128, 11008, 8192, 132).name == "sm90_64x176_s6_g8_c2"  # pairs of 63 x 2 (pair_tile)
+    assert choose_sm90(80, 9216, 2048, 132).name == "sm90_128x80_s7_g8_c1"
+    assert choose_sm90(80, 9216, 8192, 132).name == "sm90_64x144_s8_g8_c2"
     assert choose_sm90(128, 18944, 8192, 132).name == "sm90_128x144_s5_g8_c1"  # 148 CTAs -> 132
     assert choose_sm90(256, 11008, 8192, 132).name == "sm90_128x176_s5_g8_c2"
     assert choose_sm90(16, 5120, 8192, 132).name == "sm90_64x48_s14_g8_c1"  # 40 decode tiles -> 107
@@ -165,7 +167,9 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     assert choose_sm90(128, 12288, 16384, 132).name == "sm90_128x96_s6_g8_c1"  # one row block 72.7% busy -> 97%
     for m in (1, 16, 32, 64):  # 112 decode tiles of 64 x 128 (85% of the SMs) -> 128 of 64 x 112
         assert choose_sm90(m, 14336, 8192, 132).name == "sm90_64x112_s9_g8_c1"
-    for m, n in ((128, 12800), (192, 6144), (128, 28672), (128, 14336), (128, 5120), (16, 3072),
+    assert choose_sm90(192, 6144, 8192, 132).name == "sm90_128x96_s6_g8_c2"  # two blocks of 128-row tiles: 96 -> 128
+    assert choose_sm90(256, 8192, 8192, 132).name == "sm90_128x128_s6_g8_c2"  # 128 CTAs, now in pairs sharing B
+    for m, n in ((128, 12800), (192, 5120), (128, 28672), (128, 14336), (128, 5120), (16, 3072),
                  (1, 2048), (32, 15360), (16, 28672), (64, 3072)):
         cfg = choose_sm90(m, n, 8192, 132)
         assert cfg not in FIT_CONFIGS, (m, n, cfg.name)
@@ -176,7 +180,7 @@ def test_balance_evens_out_the_rounds_past_fit():
     round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
     it is as good, as at the squares and the LLM benchmark's M = 4096."""
     from gn_mm.config import choose_splits
-    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, SM90_CONFIGS, choose_sm90, deepest, whole_k
+    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, PAIR_CONFIGS, SM90_CONFIGS, choose_sm90, deepest, whole_k
 
     assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
     assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
@@ -215,7 +219,7 @@ def test_balance_evens_out_the_rounds_past_fit():
     for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)
-            assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS, (m, n, cfg.name)
+            assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS or cfg in PAIR_CONFIGS, (m, n, cfg.name)
             assert cfg.cluster_m == 1 or -(-m // cfg.block_m) >= 2, (m, n, cfg.name)
 
 
