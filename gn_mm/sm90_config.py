@@ -153,7 +153,11 @@ PAIR_MIN_FILL = 0.7
 # at 8192, 176 at 11008; 126-128 CTAs) forced against them (M = 72 / 96 / 128 x 4-28 KB of K, bf16 / e4m3 / s8 / tf32,
 # 192 shapes each, `sm90_pair_wide_probe_{h100,h200}.json`): H100 0.917x the time (0.777-1.006), H200 0.911x
 # (0.798-1.003); e.g. e4m3 128 x 5120 x 14336 38.9 -> 29.6 us (torch 29.6). N = 11008 (176 columns) 0.96-1.0; wider
-# pairs were not measured.
+# pairs were not measured. On the H200 they also beat `long_k`'s one-block splits of 64-128 columns (0.89-0.98x), which
+# no longer replace them. A/B of this rule and FIT_IDLE_TWO_BLOCKS together against the build before
+# (`sm90_pair_wide_ab_{h100,h200}.json`, 340 shapes of M = 72-256 x N = 4608-11008 x 4-28 KB of K, five dtypes, 250
+# changed): H100 0.917x the time (0.720-1.004), torch / gn_mm 1.073 -> 1.171; H200 0.918x (0.782-1.152; over 1.05 only
+# tf32 96 x 7168 x 7168, 59.3 -> 68.3 us, against 0.92-0.98 for its neighbours), 1.100 -> 1.199.
 PAIR_CONFIGS = tuple(deepest(64, w, 2) for w in range(64, 177, 16))  # NARROW_PAIR first
 
 
@@ -217,7 +221,7 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 FIT_IDLE = {64: 0.9, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
 # Two 128-row blocks on a 128-row menu tile (128 x 128, M = 129..256 x N ~ 5900-8448): the fit tile, in pairs sharing B,
 # whenever an SM is idle (NOTES sm90 65). Forced against the menu tile (M = 192 / 256 x N = 6144 / 7168 / 8192 x 8-28 KB
-# of K, four dtypes, `sm90_pair_wide_probe_two_{h100,h200}.json`): H100 0.75-0.97x the time, H200 0.78-0.99 (bf16 256 x
+# of K, four dtypes, `sm90_pair_fit_two_blocks_probe_{h100,h200}.json`): H100 0.75-0.97x the time, H200 0.78-0.99 (bf16 256 x
 # 6144 x 14336 97.2 -> 78.6 us on the H100, torch 72.2, where choose_splits had split 96 tiles 4 ways), 256 x 8192 at
 # 28 KB 1.00. (The 0.7 bound above was measured at 4 KB of K, sixteenth session; 64-row menu tiles keep it: M = 192 x
 # N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.)
