@@ -154,7 +154,7 @@ PAIR_MIN_FILL = 0.7
 # 192 shapes each, `sm90_pair_wide_probe_{h100,h200}.json`): H100 0.917x the time (0.777-1.006), H200 0.911x
 # (0.798-1.003); e.g. e4m3 128 x 5120 x 14336 38.9 -> 29.6 us (torch 29.6). N = 11008 (176 columns) 0.96-1.0; wider
 # pairs were not measured. On the H200 they also beat `long_k`'s one-block splits of 64-128 columns (0.89-0.98x), which
-# no longer replace them. A/B of this rule and FIT_IDLE_TWO_BLOCKS together against the build before
+# no longer replace them. A/B of this rule and the two-block fit pairs (`fit`) together against the build before
 # (`sm90_pair_wide_ab_{h100,h200}.json`, 340 shapes of M = 72-256 x N = 4608-11008 x 4-28 KB of K, five dtypes, 250
 # changed): H100 0.917x the time (0.720-1.004), torch / gn_mm 1.073 -> 1.171; H200 0.918x (0.782-1.152; over 1.05 only
 # tf32 96 x 7168 x 7168, 59.3 -> 68.3 us, against 0.92-0.98 for its neighbours), 1.100 -> 1.199.
@@ -220,12 +220,15 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # both: 64 x 112 alone against 64 x 128 in fours sharing A, `share_a`).
 FIT_IDLE = {64: 0.9, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
 # Two 128-row blocks on a 128-row menu tile (128 x 128, M = 129..256 x N ~ 5900-8448): the fit tile, in pairs sharing B,
-# whenever an SM is idle (NOTES sm90 65). Forced against the menu tile (M = 192 / 256 x N = 6144 / 7168 / 8192 x 8-28 KB
+# whenever an SM is idle (NOTES sm90 65; `fit`). Forced against the menu tile (M = 192 / 256 x N = 6144 / 7168 / 8192 x 8-28 KB
 # of K, four dtypes, `sm90_pair_fit_two_blocks_probe_{h100,h200}.json`): H100 0.75-0.97x the time, H200 0.78-0.99 (bf16 256 x
 # 6144 x 14336 97.2 -> 78.6 us on the H100, torch 72.2, where choose_splits had split 96 tiles 4 ways), 256 x 8192 at
 # 28 KB 1.00. (The 0.7 bound above was measured at 4 KB of K, sixteenth session; 64-row menu tiles keep it: M = 192 x
-# N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.)
-FIT_IDLE_TWO_BLOCKS = 1.0
+# N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.) The same where the menu's 128 x 128 tiles make 1.5-2
+# rounds (N = 13312-16384: 208-256 CTAs) and one round of pairs 208-256 wide holds them
+# (`sm90_pair_fit_two_blocks_wide_probe_h100.json`, M = 160 / 192 / 256, bf16 / e4m3, 8 / 28 KB of K): 0.815-0.976x the
+# time, bf16 192 x 14336 x 14336 182.4 -> 155.7 us (torch 151.3). So two 128-row blocks on 128-row menu tiles take the
+# fit tile unless the menu's CTAs fill two rounds or more.
 FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
 # Where a heuristic differs by DRAM bandwidth (here and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and the H200
 # (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which keeps
@@ -334,15 +337,20 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     """For M <= FIT_MAX_M: when `cfg`'s CTAs keep less than FIT_IDLE of the SMs busy in a single round, or make a
     second round that is less than half full, the tile of one 64-row block (M <= 64) or of 128-row blocks (in a
     2-CTA cluster over two of them) with the fewest columns, at least `fit_min_n`, whose CTAs fit in one round (two
-    rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. (`cfg`'s
-    CTAs are counted before any K split.)"""
+    rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. Two
+    128-row blocks on a 128-row `cfg` also take one round of such pairs wherever `cfg` leaves an SM idle in its last
+    round (NOTES sm90 65). (`cfg`'s CTAs are counted before any K split.)"""
     ctas = cfg.ctas(m, n)
     block_m = 64 if m <= 64 else 128
     rows = -(-m // block_m)
-    busy = FIT_IDLE_TWO_BLOCKS if rows == 2 and cfg.block_m == 128 else FIT_IDLE[block_m * rows]
-    if m > FIT_MAX_M or not leaves_idle(ctas, sm_count, busy):
+    most_rounds = FIT_ROUNDS[block_m * rows]
+    if not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
+        if not (rows == 2 and cfg.block_m == 128 and ctas % sm_count):
+            return cfg
+        most_rounds = 1  # measured against one round only (a second round of pairs was measured where `cfg`'s is thin)
+    if m > FIT_MAX_M:
         return cfg
-    for rounds in range(1, FIT_ROUNDS[block_m * rows] + 1):
+    for rounds in range(1, most_rounds + 1):
         width = next((w for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)
                       if rows * -(-n // w) <= rounds * sm_count), None)
         if width is not None:
