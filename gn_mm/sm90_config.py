@@ -279,6 +279,27 @@ BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `
 # (bf16 576 x 8192 x 4096 60.6 -> 54.7 us, torch 50.9; f16 1536 x 3072 x 14336 188.9 -> 175.1, 167.4), M = 288-384
 # 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
 TALL = (deepest(192, 192),)
+# One 192-row block (M = 129..192, twenty-fifth session, NOTES sm90 66): 128-row tiles waste a quarter of their rows there
+# (two blocks of 128 for 192 rows). 192-row tiles of the fit width, one round (or two full ones) of the SMs, forced against
+# the heuristic's 128-row pairs (bf16 / e4m3, K = 4096 / 14336, `sm90_m192_tiles_probe_{h100,h200}.json`), us, N = 14336
+# / 28672: H200 bf16 146.0 -> 126.2 (torch 125.1) / 315.0 -> 249.6 (255.6), e4m3 77.7 -> 68.2 / 164.8 -> 134.5; H100
+# 157.5 -> 154.8 / 323.5 -> 303.9, e4m3 83.6 -> 81.9 / 170.5 -> 161.2. Narrower ones (96 columns at N = 11008) tied or lost
+# on the H100 (126.5 against 122.3), hence TALL_FIT_MIN_N; at N = 6144-11008 the H200 preferred three rows of 64-row
+# tiles (not taken: the H100 did not).
+TALL_FIT_MIN_N, TALL_FIT_MAX_M, TALL_FIT_FILL = 112, 192, 0.9  # measured at 97% of the SMs (N = 14336 / 28672)
+TALL_FIT = tuple(deepest(192, w) for w in range(TALL_FIT_MIN_N, BLOCK_N_MAX_192 + 1, 16))
+
+
+def tall_fit(m: int, n: int, sm_count: int) -> Sm90Config | None:
+    """M = 129..TALL_FIT_MAX_M: the narrowest TALL_FIT tile whose CTAs fit one round of the SMs (else two) and fill
+    TALL_FIT_FILL of it; else None."""
+    if not 128 < m <= TALL_FIT_MAX_M:
+        return None
+    for rounds in (1, 2):
+        cfg = next((c for c in TALL_FIT if c.ctas(m, n) <= rounds * sm_count), None)
+        if cfg is not None:
+            return cfg if cfg.ctas(m, n) >= TALL_FIT_FILL * rounds * sm_count else None
+    return None
 BALANCE_TILES = tuple(deepest(128, w) for w in BALANCE_WIDTHS)
 TALL_MIN_M = 385
 # (accumulator, output) pairs whose 192 x 192 kernel spills at 128 registers: int32 sums scaled into bf16 / fp16 (8
@@ -310,6 +331,8 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     narrowest 64-row fit tiles depend on it). tall: whether `balance` may offer TALL (False for the TALL_SPILLS
     variants). gn_mm.mm then runs the pick in clusters along N sharing A where `share_a` says so."""
     def done(cfg):
+        if tall and (t := tall_fit(m, n, sm_count)) is not None:
+            return t
         return fit(cfg, m, n, k_bytes, sm_count, dram_tbs) if m <= FIT_MAX_M else balance(cfg, m, n, sm_count, tall)
 
     if m <= 32:
@@ -421,7 +444,7 @@ SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c 
 # Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
 # splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
 # ways past 22 KB of K).
-WHOLE_K = FIT_CONFIGS + PAIR_CONFIGS
+WHOLE_K = FIT_CONFIGS + PAIR_CONFIGS + TALL_FIT
 WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs must fill to keep the whole K
 # 64-row tiles with short K: choose_splits' round model split them 2 or 4 ways (in clusters) wherever they leave half the
 # SMs idle, but a split of 8-16 k-steps per CTA costs more than the steps it saves once the whole-K tiles are this many.
@@ -606,6 +629,6 @@ def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
     """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen, long_k) can give a variant
     that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
     TALL_SPILLS."""
-    menus = SM90_CONFIGS + PAIR_CONFIGS + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
+    menus = SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
     return tuple(c for c in dict.fromkeys(menus)
-                 if not (acc == "f16" and c.cluster_k > 1) and not (c in TALL and (acc, out) in TALL_SPILLS))
+                 if not (acc == "f16" and c.cluster_k > 1) and not (c.block_m == 192 and (acc, out) in TALL_SPILLS))

@@ -118,7 +118,7 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
     the clustered configs carry their cluster shape in the cubin."""
     from gn_mm import sass, sm90_mm
-    from gn_mm.sm90_config import TALL, TALL_SPILLS, choose_sm90, heuristic_configs
+    from gn_mm.sm90_config import TALL, TALL_FIT, TALL_SPILLS, choose_sm90, heuristic_configs
 
     big = choose_sm90(8192, 8192, 8192, 132)
     # what `python -m gn_mm compile --arch sm_90a --variants wgmma` builds: every variant x output, the large config
@@ -129,10 +129,10 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
         jobs += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in heuristic_configs(acc, out) if cfg != big]
-    # The 192-row tile (128 registers per thread) for one variant of every accumulator x output pair the heuristic
-    # may give it (TALL_SPILLS: the pairs it keeps off it)
+    # The 192-row tiles (128 registers per thread) for one variant of every accumulator x output pair the heuristic
+    # may give them (TALL_SPILLS: the pairs it keeps off them)
     pairs = {(v.acc, out): v for v in variants.WGMMA for out in v.outs if (v.acc, out) not in TALL_SPILLS}
-    jobs += [(v, out, cfg) for (acc, out), v in pairs.items() for cfg in TALL if (v, out, cfg) not in jobs]
+    jobs += [(v, out, cfg) for (acc, out), v in pairs.items() for cfg in TALL + TALL_FIT if (v, out, cfg) not in jobs]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda j: (j, runtime.build(sm90_mm.spec(*j), backend="bindings")), jobs))
     bad = []

@@ -159,8 +159,16 @@ def test_fit_tiles_fill_one_round_of_the_sms():
         assert choose_sm90(m, 4096, 4097, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
         assert choose_sm90(m, 5120, 8192, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
     # two row blocks past a one-round fit (a thin second round of 128 x 256 pairs): two full rounds of narrower pairs
-    for m in (129, 192, 256):
+    for m in (193, 256):
         assert choose_sm90(m, 18944, 8192, 132).name == "sm90_128x144_s5_g8_c2"  # 148 CTAs -> 2 x 132
+    # one 192-row block (M = 129..192): 192-row tiles of one round (two full ones) from 112 columns, where they fill
+    # 90% of the SMs; not for the variants whose 192-row kernel spills (tall=False)
+    for m in (129, 192):
+        assert choose_sm90(m, 18944, 8192, 132).name == "sm90_192x144_s4_g8_c1"  # 132 CTAs
+        assert choose_sm90(m, 14336, 8192, 132).name == "sm90_192x112_s4_g8_c1"  # 128
+        assert choose_sm90(m, 28672, 8192, 132).name == "sm90_192x112_s4_g8_c1"  # 2 x 128
+        assert choose_sm90(m, 18944, 8192, 132, tall=False).name == "sm90_128x144_s5_g8_c2"
+        assert choose_sm90(m, 12288, 8192, 132).name == "sm90_128x192_s4_g8_c2"  # 110 CTAs of 192 x 112: 83%
     assert choose_sm90(256, 25000, 8192, 132).name == "sm90_128x192_s4_g8_c2"
     assert choose_sm90(256, 28672, 8192, 132).name == "sm90_128x256_s4_g8_c2"  # 1.7 rounds: not thin
     assert choose_sm90(128, 40000, 8192, 132).name == "sm90_128x256_s4_g8_c1"  # one row block: never measured
@@ -180,7 +188,8 @@ def test_balance_evens_out_the_rounds_past_fit():
     round (768 x 3072: 144 tiles of 128 x 128 on 132 SMs, two rounds; 132 of 128 x 144, one); the menu tile where
     it is as good, as at the squares and the LLM benchmark's M = 4096."""
     from gn_mm.config import choose_splits
-    from gn_mm.sm90_config import FIT_CONFIGS, LARGE, PAIR_CONFIGS, SM90_CONFIGS, choose_sm90, deepest, whole_k
+    from gn_mm.sm90_config import (FIT_CONFIGS, LARGE, PAIR_CONFIGS, SM90_CONFIGS, TALL_FIT, choose_sm90, deepest,
+                                   whole_k)
 
     assert choose_sm90(768, 3072, 28672, 132).name == "sm90_128x144_s5_g8_c1"
     assert choose_sm90(384, 6144, 8192, 132).name == "sm90_128x144_s5_g8_c1"
@@ -219,7 +228,7 @@ def test_balance_evens_out_the_rounds_past_fit():
     for m in list(range(1, 257, 7)) + [16, 32, 64]:
         for n in range(1024, 40000, 1000):
             cfg = choose_sm90(m, n, 8192, 132)
-            assert cfg in SM90_CONFIGS or cfg in FIT_CONFIGS or cfg in PAIR_CONFIGS, (m, n, cfg.name)
+            assert cfg in SM90_CONFIGS + FIT_CONFIGS + PAIR_CONFIGS + TALL_FIT, (m, n, cfg.name)
             assert cfg.cluster_m == 1 or -(-m // cfg.block_m) >= 2, (m, n, cfg.name)
 
 

@@ -11,7 +11,7 @@ from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
 from gn_mm.sm90_config import (DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, LONG_K_CONFIGS, NARROW, PAIR_CONFIGS,
-                               SM90_CONFIGS, WHOLE_K, Sm90Config, deepest)
+                               SM90_CONFIGS, TALL_FIT, WHOLE_K, Sm90Config, deepest)
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
 
@@ -51,7 +51,7 @@ def test_every_config(cfg, combo, shape):
 FIT_COMBOS = [COMBOS[0], COMBOS[2], COMBOS[3], COMBOS[5], COMBOS[7]]
 
 
-FIT_AND_PAIRS = FIT_CONFIGS + PAIR_CONFIGS[1:]
+FIT_AND_PAIRS = FIT_CONFIGS + PAIR_CONFIGS[1:] + TALL_FIT
 
 
 @pytest.mark.parametrize("cfg", FIT_AND_PAIRS, ids=[c.name for c in FIT_AND_PAIRS])
@@ -59,8 +59,9 @@ FIT_AND_PAIRS = FIT_CONFIGS + PAIR_CONFIGS[1:]
 @pytest.mark.parametrize("m", [100, 200])
 def test_every_fit_config(cfg, combo, m):
     """The tiles `fit` sizes to the SMs (64 rows x 32-256 columns, 128 rows x 80-256 alone or in pairs) and
-    `pair_tile`'s 64-row pairs 80-176 wide: ragged row blocks (one 128-row block at M = 100, the pair's second CTA
-    without rows; two 64-row pairs at M = 200), and N ragged for every width."""
+    `pair_tile`'s 64-row pairs 80-176 wide and `tall_fit`'s 192-row tiles 112-192 wide: ragged row blocks (one
+    128-row block at M = 100, the pair's second CTA without rows; two 64-row pairs at M = 200; a 192-row tile whose
+    third consumer has no rows at M = 100), and N ragged for every width."""
     a_t, b_t, acc, out = combo
     n, k = 1000, 520
     dev = torch.device("cuda")
