@@ -285,15 +285,18 @@ TALL = (deepest(192, 192),)
 # / 28672: H200 bf16 146.0 -> 126.2 (torch 125.1) / 315.0 -> 249.6 (255.6), e4m3 77.7 -> 68.2 / 164.8 -> 134.5; H100
 # 157.5 -> 154.8 / 323.5 -> 303.9, e4m3 83.6 -> 81.9 / 170.5 -> 161.2. Narrower ones (96 columns at N = 11008) tied or lost
 # on the H100 (126.5 against 122.3), hence TALL_FIT_MIN_N; at N = 6144-11008 the H200 preferred three rows of 64-row
-# tiles (not taken: the H100 did not).
-TALL_FIT_MIN_N, TALL_FIT_MAX_M, TALL_FIT_FILL = 112, 192, 0.9  # measured at 97% of the SMs (N = 14336 / 28672)
+# tiles (not taken: the H100 did not). A/B on an H100 against the 128-row pairs (`sm90_tall_fit_ab_h100.json`, M = 136 /
+# 160 / 192 x N = 13312-32768 x 4 / 16 KB of K, five dtypes, 150 shapes): from N = 16384 0.93-0.98x the time by N (0.817-
+# 0.998), at N = 13312-14336 1.00 (0.977-1.047, the pairs of note 65 having closed most of the gap there), hence
+# TALL_FIT_MIN_COLS. (The H200 gained 9-14% at N = 14336 in the probe; its A/B was not run: the session's GPU time ran out.)
+TALL_FIT_MIN_N, TALL_FIT_MAX_M, TALL_FIT_FILL, TALL_FIT_MIN_COLS = 112, 192, 0.9, 15360  # fill measured at 97%
 TALL_FIT = tuple(deepest(192, w) for w in range(TALL_FIT_MIN_N, BLOCK_N_MAX_192 + 1, 16))
 
 
 def tall_fit(m: int, n: int, sm_count: int) -> Sm90Config | None:
-    """M = 129..TALL_FIT_MAX_M: the narrowest TALL_FIT tile whose CTAs fit one round of the SMs (else two) and fill
-    TALL_FIT_FILL of it; else None."""
-    if not 128 < m <= TALL_FIT_MAX_M:
+    """M = 129..TALL_FIT_MAX_M, N of TALL_FIT_MIN_COLS or more: the narrowest TALL_FIT tile whose CTAs fit one round of
+    the SMs (else two) and fill TALL_FIT_FILL of it; else None."""
+    if not (128 < m <= TALL_FIT_MAX_M and n >= TALL_FIT_MIN_COLS):
         return None
     for rounds in (1, 2):
         cfg = next((c for c in TALL_FIT if c.ctas(m, n) <= rounds * sm_count), None)

@@ -165,7 +165,8 @@ def test_fit_tiles_fill_one_round_of_the_sms():
     # 90% of the SMs; not for the variants whose 192-row kernel spills (tall=False)
     for m in (129, 192):
         assert choose_sm90(m, 18944, 8192, 132).name == "sm90_192x144_s4_g8_c1"  # 132 CTAs
-        assert choose_sm90(m, 14336, 8192, 132).name == "sm90_192x112_s4_g8_c1"  # 128
+        assert choose_sm90(m, 16384, 8192, 132).name == "sm90_192x128_s4_g8_c1"  # 128
+        assert choose_sm90(m, 14336, 8192, 132).name == "sm90_128x224_s4_g8_c2"  # under TALL_FIT_MIN_COLS: pairs
         assert choose_sm90(m, 28672, 8192, 132).name == "sm90_192x112_s4_g8_c1"  # 2 x 128
         assert choose_sm90(m, 18944, 8192, 132, tall=False).name == "sm90_128x144_s5_g8_c2"
         assert choose_sm90(m, 12288, 8192, 132).name == "sm90_128x192_s4_g8_c2"  # 110 CTAs of 192 x 112: 83%
