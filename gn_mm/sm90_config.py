@@ -153,18 +153,20 @@ PAIR_MIN_FILL = 0.7
 # at 8192, 176 at 11008; 126-128 CTAs) forced against them (M = 72 / 96 / 128 x 4-28 KB of K, bf16 / e4m3 / s8 / tf32,
 # 192 shapes each, `sm90_pair_wide_probe_{h100,h200}.json`): H100 0.917x the time (0.777-1.006), H200 0.911x
 # (0.798-1.003); e.g. e4m3 128 x 5120 x 14336 38.9 -> 29.6 us (torch 29.6). N = 11008 (176 columns) 0.96-1.0; wider
-# pairs were not measured. On the H200 they also beat `long_k`'s one-block splits of 64-128 columns (0.89-0.98x), which
-# no longer replace them. A/B of this rule and the two-block fit pairs (`fit`) together against the build before
-# (`sm90_pair_wide_ab_{h100,h200}.json`, 340 shapes of M = 72-256 x N = 4608-11008 x 4-28 KB of K, five dtypes, 250
-# changed): H100 0.917x the time (0.720-1.004), torch / gn_mm 1.073 -> 1.171; H200 0.918x (0.782-1.152; over 1.05 only
-# tf32 96 x 7168 x 7168, 59.3 -> 68.3 us, against 0.92-0.98 for its neighbours), 1.100 -> 1.199.
-PAIR_CONFIGS = tuple(deepest(64, w, 2) for w in range(64, 177, 16))  # NARROW_PAIR first
+# pairs were not measured (PAIR_MAX_N). On the H200 they also beat `long_k`'s one-block splits of 64-128 columns (probe
+# 0.89-0.98x; in the A/B below the 44 shapes where a pair replaced such a split 0.957x, four of them slower,
+# 1.011-1.152), which no longer replace them. A/B of this rule and the two-block fit pairs (`fit`) together against the
+# build before (`sm90_pair_wide_ab_{h100,h200}.json`, 340 shapes of M = 72-256 x N = 4608-11008 x 4-28 KB of K, five
+# dtypes, 250 changed): H100 0.917x the time (0.720-1.004), torch / gn_mm 1.073 -> 1.171; H200 0.918x (0.782-1.152; over
+# 1.05 only tf32 96 x 7168 x 7168, 59.3 -> 68.3 us, against 0.92-0.98 for its neighbours), 1.100 -> 1.199.
+PAIR_MAX_N = 176
+PAIR_CONFIGS = tuple(deepest(64, w, 2) for w in range(64, PAIR_MAX_N + 1, 16))  # NARROW_PAIR first
 
 
 def pair_tile(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.35) -> Sm90Config | None:
-    """M = 65..128 (two 64-row tiles) with PAIR_MIN_K_BYTES..PAIR_MAX_K_BYTES of K: the narrowest PAIR_CONFIGS tile whose
-    pairs fit one round of the SMs and fill PAIR_MIN_FILL of it, the whole K in each CTA; NARROW_PAIR (64 columns) below
-    NARROW_MAX_K_BYTES only under FAST_DRAM_TBS of DRAM (the H100). Else None."""
+    """M = 65..128 (two 64-row tiles) with PAIR_MIN_K_BYTES..PAIR_MAX_K_BYTES of K: the narrowest PAIR_CONFIGS tile
+    whose pairs fit one round of the SMs and fill PAIR_MIN_FILL of it, the whole K in each CTA; NARROW_PAIR (64
+    columns) up to NARROW_MAX_K_BYTES only under FAST_DRAM_TBS of DRAM (the H100). Else None."""
     if not (64 < m <= 128 and PAIR_MIN_K_BYTES <= k_bytes <= PAIR_MAX_K_BYTES):
         return None
     cfg = next((c for c in PAIR_CONFIGS if c.ctas(m, n) <= sm_count), None)
@@ -173,26 +175,29 @@ def pair_tile(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.3
     if cfg == NARROW_PAIR and k_bytes <= NARROW_MAX_K_BYTES and dram_tbs >= FAST_DRAM_TBS:
         return None
     return cfg
-# M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide
-# enough for one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost
-# bandwidth, and 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and
-# a workspace as large as a fifth of the weight. H100, CUDA-graph replay, three interleaved rounds, HEAD's heuristic
-# built beside the new one (us, before -> fit; the peer): bf16 128 x 9216 x 4096 43.7 -> 31.3 (30.6), 128 x 11008 x
-# 4096 50.3 -> 36.8 (37.1), 128 x 18944 x 4096 70.2 -> 59.7 (62.6), 128 x 24576 x 4096 76.6 -> 73.5 (78.1), 192 x 9216
-# x 4096 49.8 -> 36.3 (33.0), 256 x 5120 x 4096 33.8 -> 24.4 (20.9), 256 x 12288 x 4096 55.3 -> 45.2 (44.1); e4m3 80 x
-# 18944 x 4096 37.3 -> 31.5 (33.7), 256 x 9216 x 4096 28.0 -> 23.5 (19.2); tf32 128 x 11008 x 4096 84.9 -> 68.2
-# (70.9); s8 128 x 11008 x 4096 22.7 -> 20.8 (28.5); f16 192 x 11008 x 4096 51.4 -> 42.1 (38.3). Losses: e4m3 256 x
-# 5120 x 4096 14.2 -> 15.0, 128 x 22016 x 4096 39.9 -> 40.5. Not taken: where 70% or more of the SMs were busy in one
-# round (192 / 256 x 6144 x 4096: 128 x 96 pairs 4-13% slower than 96 tiles of 128 x 128; 128 x 12288 x 4096 within 3%
-# either way), a last round more than half full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x
-# 224 89.0), fit tiles narrower than 80 columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the
-# same count). Two row tiles share each weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336).
-# M <= 64 the same way with one 64-row block, from 48 columns (32 since, below) and up to 80% busy: the decode tile
-# (64 x 128, with K splits, in clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same
-# A/B, every changed shape faster, none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x
-# 12288 x 14336 128.3 -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6
-# (59.6), 64 x 6144 x 14336 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 ->
-# 13.3 (14.2), 64 x 18944 x 4096 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
+
+
+# M <= 256 where the tiles above leave SMs idle. M = 65..256 (one or two 128-row blocks): 128-row tiles just wide enough
+# for one round of the SMs (`fit`). A CTA streams its operands at a rate of its own, so idle SMs are lost bandwidth, and
+# 128 x 128 tiles at N = 9216-11008 left a third of the SMs idle or were split into a second round and a workspace as
+# large as a fifth of the weight. H100, CUDA-graph replay, three interleaved rounds, HEAD's heuristic built beside the
+# new one (us, before -> fit; the peer): bf16 128 x 9216 x 4096 43.7 -> 31.3 (30.6), 128 x 11008 x 4096 50.3 -> 36.8
+# (37.1), 128 x 18944 x 4096 70.2 -> 59.7 (62.6), 128 x 24576 x 4096 76.6 -> 73.5 (78.1), 192 x 9216 x 4096 49.8 -> 36.3
+# (33.0), 256 x 5120 x 4096 33.8 -> 24.4 (20.9), 256 x 12288 x 4096 55.3 -> 45.2 (44.1); e4m3 80 x 18944 x 4096 37.3 ->
+# 31.5 (33.7), 256 x 9216 x 4096 28.0 -> 23.5 (19.2); tf32 128 x 11008 x 4096 84.9 -> 68.2 (70.9); s8 128 x 11008 x 4096
+# 22.7 -> 20.8 (28.5); f16 192 x 11008 x 4096 51.4 -> 42.1 (38.3). Losses: e4m3 256 x 5120 x 4096 14.2 -> 15.0, 128 x
+# 22016 x 4096 39.9 -> 40.5. Not taken: where 70% or more of the SMs were busy in one round (192 / 256 x 6144 x 4096:
+# 128 x 96 pairs 4-13% slower than 96 tiles of 128 x 128, since superseded for two blocks on 128-row tiles, NOTES sm90
+# 65: 0.89-0.95x in `sm90_pair_wide_ab_h100.json`; 128 x 12288 x 4096 within 3% either way), a last round more than half
+# full (128 x 28672 x 4096 bf16: 224 tiles of 128 x 128 87.4 us, 128 of 128 x 224 89.0), fit tiles narrower than 80
+# columns (N = 5120 / 6144 at M = 80-128: no faster than 64 x 128 tiles at the same count). Two row tiles share each
+# weight tile in a 2-CTA cluster (1-4% faster than apart at N = 11008 / 14336). M <= 64 the same way with one 64-row
+# block, from 48 columns (32 since, below) and up to 80% busy (90% since): the decode tile (64 x 128, with K splits, in
+# clusters or through a workspace) left 28-45% of the SMs idle at N = 5120-12288. Same A/B, every changed shape faster,
+# none slower: bf16 16 x 5120 x 4096 21.2 -> 16.9 (17.3), 1 x 9216 x 4096 33.7 -> 28.3 (28.3), 32 x 12288 x 14336 128.3
+# -> 118.0 (130.1), 16 x 18944 x 14336 195.9 -> 179.0 (200.3), 64 x 18944 x 4096 74.0 -> 55.6 (59.6), 64 x 6144 x 14336
+# 71.5 -> 62.4 (69.0); e4m3 16 x 5120 x 4096 13.3 -> 9.9 (10.3), 16 x 8192 x 4096 15.4 -> 13.3 (14.2), 64 x 18944 x 4096
+# 36.5 -> 30.3 (32.1); N = 4096 unchanged (32 / 64 tiles: no fit tile reaches 80%).
 # benchmarks/results/sm90_fit_tiles_h100.json.
 FIT_FILL, FIT_MAX_M = 0.8, 256
 # Fourteenth session (H100, same method; benchmarks/results/sm90_fit_narrow_h100.json): 64 x 32 tiles at N = 3400-4224
@@ -219,20 +224,23 @@ FIT_FILL, FIT_MAX_M = 0.8, 256
 # shapes): H200 0.938x the time (0.905-1.015), H100 0.967x (0.935-1.010); the worst are M = 64 x N = 14336 (1.00 on
 # both: 64 x 112 alone against 64 x 128 in fours sharing A, `share_a`).
 FIT_IDLE = {64: 0.9, 128: 0.75, 256: 0.7}  # by the rows the fit tiles cover (64, one or two 128-row blocks)
-# Two 128-row blocks on a 128-row menu tile (128 x 128, M = 129..256 x N ~ 5900-8448): the fit tile, in pairs sharing B,
-# whenever an SM is idle (NOTES sm90 65; `fit`). Forced against the menu tile (M = 192 / 256 x N = 6144 / 7168 / 8192 x 8-28 KB
-# of K, four dtypes, `sm90_pair_fit_two_blocks_probe_{h100,h200}.json`): H100 0.75-0.97x the time, H200 0.78-0.99 (bf16 256 x
-# 6144 x 14336 97.2 -> 78.6 us on the H100, torch 72.2, where choose_splits had split 96 tiles 4 ways), 256 x 8192 at
-# 28 KB 1.00. (The 0.7 bound above was measured at 4 KB of K, sixteenth session; 64-row menu tiles keep it: M = 192 x
-# N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.) The same where the menu's 128 x 128 tiles make 1.5-2
-# rounds (N = 13312-16384: 208-256 CTAs) and one round of pairs 208-256 wide holds them
-# (`sm90_pair_fit_two_blocks_wide_probe_h100.json`, M = 160 / 192 / 256, bf16 / e4m3, 8 / 28 KB of K): 0.815-0.976x the
-# time, bf16 192 x 14336 x 14336 182.4 -> 155.7 us (torch 151.3). So two 128-row blocks on 128-row menu tiles take the
-# fit tile unless the menu's CTAs fill two rounds or more.
+# Two 128-row blocks on a 128-row menu tile (128 x 128, M = 129..256 x N ~ 5900-8448): the fit tile, in pairs
+# sharing B, whenever an SM is idle (NOTES sm90 65; `fit`). Forced against the menu tile (M = 192 / 256 x N = 6144 /
+# 7168 / 8192 x 8-28 KB of K, four dtypes, `sm90_pair_fit_two_blocks_probe_{h100,h200}.json`): H100 0.75-0.97x the
+# time, H200 0.78-0.99 (bf16 256 x 6144 x 14336 97.2 -> 78.6 us on the H100, torch 72.2, where choose_splits had split
+# 96 tiles 4 ways), 256 x 8192 at 28 KB 1.00; the A/B with 4 KB of K is `sm90_pair_wide_ab_{h100,h200}.json` (under
+# PAIR_CONFIGS). (The 0.7 bound above came from K = 4096 elements, 8 KB of bf16 and 4 KB of e4m3, thirteenth session;
+# 64-row menu tiles keep it: M = 192 x N = 5120, three rows of 64 x 128, lost 0-25% to 128 x 80 pairs.) The same where
+# the menu's 128 x 128 tiles make 1.5-2 rounds (N = 13312-16384: 208-256 CTAs) and one round of pairs 208-256 wide
+# holds them (`sm90_pair_fit_two_blocks_wide_probe_h100.json`, M = 160 / 192 / 256, bf16 / e4m3, 8 / 28 KB of K:
+# 0.815-0.976x the time, bf16 192 x 14336 x 14336 182.4 -> 155.7 us, torch 151.3; A/B of 150 shapes,
+# `sm90_pair_fit_two_blocks_wide_ab_{h100,h200}.json`: H100 0.900x, 0.785-1.009; H200 0.877x, 0.717-1.053, the worst
+# bf16 192 x 16384 x 14336). So two 128-row blocks on 128-row menu tiles take one round of fit pairs unless the menu's
+# CTAs fill whole rounds.
 FIT_MIN_N = {64: 32, 128: 80}  # the narrowest fit tile by its rows
-# Where a heuristic differs by DRAM bandwidth (here and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and the H200
-# (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which keeps
-# the H100 rules.
+# Where a heuristic differs by DRAM bandwidth (here, `pair_tile` and W4A16's WGMMA_MAX_M), the H100 SXM (3.35 TB/s) and
+# the H200 (4.8) were measured; the threshold sits between them, clear of the H100 NVL (~3.9-4.0, never measured), which
+# keeps the H100 rules.
 FAST_DRAM_TBS = 4.4
 FIT_MIN_N_FAST_DRAM = (4096, 48)  # (K bytes, width): 64 rows at least `width` wide on fast DRAM past K bytes
 # Two 128-row blocks whose menu tile makes a thin second round and whose one-round fit would be wider than 256 (N of
@@ -279,17 +287,31 @@ BALANCE_WIDTHS = (80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)  # `
 # (bf16 576 x 8192 x 4096 60.6 -> 54.7 us, torch 50.9; f16 1536 x 3072 x 14336 188.9 -> 175.1, 167.4), M = 288-384
 # 0.983-1.047x (384 x 12288 x 4096 bf16 58.8 -> 60.7): from TALL_MIN_M rows only.
 TALL = (deepest(192, 192),)
-# One 192-row block (M = 129..192, twenty-fifth session, NOTES sm90 66): 128-row tiles waste a quarter of their rows there
-# (two blocks of 128 for 192 rows). 192-row tiles of the fit width, one round (or two full ones) of the SMs, forced against
-# the heuristic's 128-row pairs (bf16 / e4m3, K = 4096 / 14336, `sm90_m192_tiles_probe_{h100,h200}.json`), us, N = 14336
-# / 28672: H200 bf16 146.0 -> 126.2 (torch 125.1) / 315.0 -> 249.6 (255.6), e4m3 77.7 -> 68.2 / 164.8 -> 134.5; H100
-# 157.5 -> 154.8 / 323.5 -> 303.9, e4m3 83.6 -> 81.9 / 170.5 -> 161.2. Narrower ones (96 columns at N = 11008) tied or lost
-# on the H100 (126.5 against 122.3), hence TALL_FIT_MIN_N; at N = 6144-11008 the H200 preferred three rows of 64-row
-# tiles (not taken: the H100 did not). A/B on an H100 against the 128-row pairs (`sm90_tall_fit_ab_h100.json`, M = 136 /
-# 160 / 192 x N = 13312-32768 x 4 / 16 KB of K, five dtypes, 150 shapes): from N = 16384 0.93-0.98x the time by N (0.817-
-# 0.998), at N = 13312-14336 1.00 (0.977-1.047, the pairs of note 65 having closed most of the gap there), hence
-# TALL_FIT_MIN_COLS. (The H200 gained 9-14% at N = 14336 in the probe; its A/B was not run: the session's GPU time ran out.)
-TALL_FIT_MIN_N, TALL_FIT_MAX_M, TALL_FIT_FILL, TALL_FIT_MIN_COLS = 112, 192, 0.9, 15360  # fill measured at 97%
+BALANCE_TILES = tuple(deepest(128, w) for w in BALANCE_WIDTHS)
+TALL_MIN_M = 385
+# (accumulator, output) pairs whose 192 x 192 kernel spills at 128 registers: int32 sums scaled into bf16 / fp16 (8
+# bytes; every other variant compiles clean, tests/test_compile_offline.py). `choose_sm90(..., tall=False)` for them,
+# which keeps every 192-row tile off them (TALL and TALL_FIT; the narrower ones were not compile-checked for them).
+TALL_SPILLS = frozenset({("s32", "bf16"), ("s32", "f16")})
+# A tile's fixed cost in columns; the most of the menu tile's work a replacement may take (exact: 128 x 240 replaces a
+# lone 128 x 256 at the same rounds exactly at the threshold, 304 = 0.95 x 320 columns).
+BALANCE_COST, BALANCE_GAIN = 64, Fraction(95, 100)
+
+
+# One 192-row block (M = 129..192, twenty-fifth session, NOTES sm90 66): 128-row tiles waste a quarter of their rows
+# there (two blocks of 128 for 192 rows). 192-row tiles of the fit width, one round (or two full ones) of the SMs,
+# forced against the heuristic's 128-row pairs (bf16 / e4m3, K = 4096 / 14336,
+# `sm90_m192_tiles_probe_{h100,h200}.json`), us, N = 14336 / 28672: H200 bf16 146.0 -> 126.2 (torch 125.1) / 315.0 ->
+# 249.6 (255.6), e4m3 77.7 -> 68.2 / 164.8 -> 134.5; H100 157.5 -> 154.8 / 323.5 -> 303.9, e4m3 83.6 -> 81.9 / 170.5 ->
+# 161.2. Narrower ones (96 columns at N = 11008) tied or lost on the H100 (126.5 against 122.3), hence TALL_FIT_MIN_N
+# (which TALL_FIT_MIN_COLS makes moot below ~137 SMs); at N = 6144-11008 the H200 preferred three rows of 64-row tiles
+# (not taken: the H100 did not). A/B on an H100 against the 128-row pairs (`sm90_tall_fit_ab_h100.json`, M = 136 / 160 /
+# 192 x N = 13312-32768 x 4 / 16 KB of K, five dtypes, 150 shapes): from N = 16384 0.93-0.98x the time by N
+# (0.817-0.998), at N = 13312-14336 1.00 (0.977-1.047: the pairs of note 65 had closed most of the gap there), hence
+# TALL_FIT_MIN_COLS, set between the two and not measured itself (N = 15360: 120 CTAs of 192 x 128, 91% of the SMs); nor
+# were 192 x 176 (N ~ 21-23 K) or N past 32768. The H200's A/B was not run (the session's GPU time ran out); its probe
+# gained 9-14% at N = 14336, which the bound leaves out.
+TALL_FIT_MIN_N, TALL_FIT_MAX_M, TALL_FIT_FILL, TALL_FIT_MIN_COLS = 112, 192, 0.9, 15360
 TALL_FIT = tuple(deepest(192, w) for w in range(TALL_FIT_MIN_N, BLOCK_N_MAX_192 + 1, 16))
 
 
@@ -303,14 +325,6 @@ def tall_fit(m: int, n: int, sm_count: int) -> Sm90Config | None:
         if cfg is not None:
             return cfg if cfg.ctas(m, n) >= TALL_FIT_FILL * rounds * sm_count else None
     return None
-BALANCE_TILES = tuple(deepest(128, w) for w in BALANCE_WIDTHS)
-TALL_MIN_M = 385
-# (accumulator, output) pairs whose 192 x 192 kernel spills at 128 registers: int32 sums scaled into bf16 / fp16 (8
-# bytes; every other variant compiles clean, tests/test_compile_offline.py). `choose_sm90(..., tall=False)` for them.
-TALL_SPILLS = frozenset({("s32", "bf16"), ("s32", "f16")})
-# A tile's fixed cost in columns; the most of the menu tile's work a replacement may take (exact: 128 x 240 replaces a
-# lone 128 x 256 at the same rounds exactly at the threshold, 304 = 0.95 x 320 columns).
-BALANCE_COST, BALANCE_GAIN = 64, Fraction(95, 100)
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
@@ -329,7 +343,7 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     (NARROW_MAX_K_BYTES). M = 65..128 takes `pair_tile` where it gives one (64-row tiles in 2-CTA clusters sharing
     each weight tile, as narrow as one round of the SMs allows). The result then becomes `tall_fit`'s 192-row tile
     (M = 129..192 at wide N) where it gives one, else for M <= 256 goes through `fit` (tiles sized to one round of
-    the SMs where the menu's leave many idle: one round, or two for two 128-row blocks), past it through `balance`
+    the SMs where the menu's leave many idle, or for two 128-row blocks any: one round, or two), past it through `balance`
     (128-row tiles 80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer
     rounds, or a narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s
     (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles and the 64 x 64 pairs depend on it). tall: whether
@@ -368,6 +382,8 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     rounds where FIT_ROUNDS allows and one cannot hold them) and fill at least FIT_FILL of them; else `cfg`. Two
     128-row blocks on a 128-row `cfg` also take one round of such pairs wherever `cfg` leaves an SM idle in its last
     round (NOTES sm90 65). (`cfg`'s CTAs are counted before any K split.)"""
+    if m > FIT_MAX_M:
+        return cfg
     ctas = cfg.ctas(m, n)
     block_m = 64 if m <= 64 else 128
     rows = -(-m // block_m)
@@ -375,9 +391,7 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
     if not leaves_idle(ctas, sm_count, FIT_IDLE[block_m * rows]):
         if not (rows == 2 and cfg.block_m == 128 and ctas % sm_count):
             return cfg
-        most_rounds = 1  # measured against one round only (a second round of pairs was measured where `cfg`'s is thin)
-    if m > FIT_MAX_M:
-        return cfg
+        most_rounds = 1  # measured against one round only (two rounds of pairs were measured where `cfg`'s is thin)
     for rounds in range(1, most_rounds + 1):
         width = next((w for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)
                       if rows * -(-n // w) <= rounds * sm_count), None)
@@ -446,9 +460,9 @@ FIT_CONFIGS = tuple(c for bm, r in ((64, 1), (128, 1), (128, 2)) for w in range(
 # The clustered forms `share_a` can give the menu's and `fit`'s tiles (compiled and checked by the offline tests).
 SHARE_A_CONFIGS = tuple(dataclasses.replace(c, cluster_n=SHARE_A_CLUSTER) for c in SM90_CONFIGS + FIT_CONFIGS
                         if _can_share_a(c))
-# Tiles the heuristic picks (`fit`, `balance`) to fill whole rounds of the SMs with the whole K in each CTA: it never
-# splits them (that is how they were measured; choose_splits' round model would split NARROW_PAIR at N = 3072 four
-# ways past 22 KB of K).
+# Tiles the heuristic picks (`fit`, `balance`, `pair_tile`, `tall_fit`) to fill whole rounds of the SMs with the whole
+# K in each CTA: it never splits them (that is how they were measured; choose_splits' round model would split
+# NARROW_PAIR at N = 3072 four ways past 22 KB of K).
 WHOLE_K = FIT_CONFIGS + PAIR_CONFIGS + TALL_FIT
 WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs must fill to keep the whole K
 # 64-row tiles with short K: choose_splits' round model split them 2 or 4 ways (in clusters) wherever they leave half the
@@ -528,8 +542,8 @@ ONE_BLOCK_MIN_M = 65
 
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
            sm_count: int, dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
-    """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128, unless `cfg` is a pair
-    tile wider than 64 columns (`pair_tile`): pairs of
+    """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128, unless `cfg` is one of
+    `pair_tile`'s pairs wider than 64 columns: pairs of
     ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of
     ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
     LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
@@ -632,8 +646,8 @@ def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
     """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen, long_k) can give a variant
-    that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no TALL tile for
-    TALL_SPILLS."""
+    that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no 192-row tile
+    (TALL, TALL_FIT) for TALL_SPILLS."""
     menus = SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
     return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c.block_m == 192 and (acc, out) in TALL_SPILLS))

@@ -131,15 +131,22 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
         assert choose_sm90(m, n, NARROW_MAX_K_BYTES + 128, 132, dram_tbs=4.8) == NARROW_PAIR
         assert choose_sm90(m, n, PAIR_MAX_K_BYTES, 132) == NARROW_PAIR
         assert choose_sm90(m, n, PAIR_MAX_K_BYTES + 128, 132).block_n == 128
-    for m, n in ((64, 4096), (129, 4096), (128, 5120)):  # one row tile; three; two rounds of pairs
+    for m, n in ((64, 4096), (129, 4096), (128, 5120)):  # one row tile; three; 64 x 64 pairs would take two rounds
         assert choose_sm90(m, n, 16384, 132) != NARROW_PAIR
+    # past them, pairs as wide as one round needs (pair_tile), which long_k's one-block splits leave alone
+    from gn_mm.sm90_config import PAIR_CONFIGS, long_k
+    for n, w in ((5120, 80), (6144, 96), (8192, 128), (11008, 176)):
+        cfg = choose_sm90(128, n, 16384, 132, dram_tbs=4.8)
+        assert cfg == PAIR_CONFIGS[(w - 64) // 16] and cfg.block_n == w, (n, cfg.name)
+        assert long_k(cfg, 1, 128, n, 16384, 16, 132, 4.8) == ()
+    assert choose_sm90(128, 12288, 16384, 132).block_m == 128  # 64 x 192 pairs were not measured: 128-row fit tiles
 
 
 def test_fit_tiles_fill_one_round_of_the_sms():
     """M <= 256 where the menu's tiles left SMs idle or made a thin second round: tiles just wide enough for one
     round (128-row ones in pairs over two row tiles; two rounds for those where one cannot hold them); unchanged
     where the SMs were mostly busy or a second round mostly full, and for larger M."""
-    from gn_mm.sm90_config import FIT_CONFIGS, PAIR_CONFIGS, SM90_CONFIGS, choose_sm90
+    from gn_mm.sm90_config import FIT_CONFIGS, choose_sm90
 
     assert choose_sm90(128, 11008, 2048, 132).name == "sm90_128x96_s6_g8_c1"  # 86 -> 115 CTAs (short K: no pairs)
     assert choose_sm90(128, 11008, 8192, 132).name == "sm90_64x176_s6_g8_c2"  # pairs of 63 x 2 (pair_tile)
@@ -169,7 +176,10 @@ def test_fit_tiles_fill_one_round_of_the_sms():
         assert choose_sm90(m, 14336, 8192, 132).name == "sm90_128x224_s4_g8_c2"  # under TALL_FIT_MIN_COLS: pairs
         assert choose_sm90(m, 28672, 8192, 132).name == "sm90_192x112_s4_g8_c1"  # 2 x 128
         assert choose_sm90(m, 18944, 8192, 132, tall=False).name == "sm90_128x144_s5_g8_c2"
-        assert choose_sm90(m, 12288, 8192, 132).name == "sm90_128x192_s4_g8_c2"  # 110 CTAs of 192 x 112: 83%
+        assert choose_sm90(m, 12288, 8192, 132).name == "sm90_128x192_s4_g8_c2"  # under TALL_FIT_MIN_COLS
+        assert choose_sm90(m, 16912, 8192, 132).block_m == 128  # 118 CTAs of 192 x 144: under TALL_FIT_FILL
+    from gn_mm.sm90_config import LARGE, fit
+    assert fit(LARGE[2], 300, 8192, 8192, 132) == LARGE[2]  # past FIT_MAX_M fit leaves every tile alone
     assert choose_sm90(256, 25000, 8192, 132).name == "sm90_128x192_s4_g8_c2"
     assert choose_sm90(256, 28672, 8192, 132).name == "sm90_128x256_s4_g8_c2"  # 1.7 rounds: not thin
     assert choose_sm90(128, 40000, 8192, 132).name == "sm90_128x256_s4_g8_c1"  # one row block: never measured

@@ -51,7 +51,7 @@ def test_every_config(cfg, combo, shape):
 FIT_COMBOS = [COMBOS[0], COMBOS[2], COMBOS[3], COMBOS[5], COMBOS[7]]
 
 
-FIT_AND_PAIRS = FIT_CONFIGS + PAIR_CONFIGS[1:] + TALL_FIT
+FIT_AND_PAIRS = tuple(dict.fromkeys(FIT_CONFIGS + PAIR_CONFIGS[1:] + TALL_FIT))  # TALL is in both
 
 
 @pytest.mark.parametrize("cfg", FIT_AND_PAIRS, ids=[c.name for c in FIT_AND_PAIRS])
