@@ -111,6 +111,16 @@ def deepest(block_m: int, block_n: int, cluster_m: int = 1, group_m: int = 8, sm
     return Sm90Config(block_m, block_n, stages, group_m, cluster_m)
 
 
+def narrowest(cands, m: int, n: int, sm_count: int, fill: float, most_rounds: int = 1) -> Sm90Config | None:
+    """The first of `cands` (narrowest first) whose CTAs for an [m, n] output fit the fewest rounds of the SMs, up to
+    `most_rounds`, if they fill `fill` of those rounds; else None."""
+    for rounds in range(1, most_rounds + 1):
+        cfg = next((c for c in cands if c.ctas(m, n) <= rounds * sm_count), None)
+        if cfg is not None:
+            return cfg if cfg.ctas(m, n) >= fill * rounds * sm_count else None
+    return None
+
+
 # The large tiles in order of preference (the heuristic takes the first whose tile count fills the GPU), the
 # decode tile, and the narrow tile for short K.
 LARGE = (deepest(128, 256, 2), deepest(128, 256, 1), deepest(128, 128, 1))
@@ -169,8 +179,8 @@ def pair_tile(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3.3
     columns) up to NARROW_MAX_K_BYTES only under FAST_DRAM_TBS of DRAM (the H100). Else None."""
     if not (64 < m <= 128 and PAIR_MIN_K_BYTES <= k_bytes <= PAIR_MAX_K_BYTES):
         return None
-    cfg = next((c for c in PAIR_CONFIGS if c.ctas(m, n) <= sm_count), None)
-    if cfg is None or cfg.ctas(m, n) < PAIR_MIN_FILL * sm_count:
+    cfg = narrowest(PAIR_CONFIGS, m, n, sm_count, PAIR_MIN_FILL)
+    if cfg is None:
         return None
     if cfg == NARROW_PAIR and k_bytes <= NARROW_MAX_K_BYTES and dram_tbs >= FAST_DRAM_TBS:
         return None
@@ -320,11 +330,7 @@ def tall_fit(m: int, n: int, sm_count: int) -> Sm90Config | None:
     the SMs (else two) and fill TALL_FIT_FILL of it; else None."""
     if not (128 < m <= TALL_FIT_MAX_M and n >= TALL_FIT_MIN_COLS):
         return None
-    for rounds in (1, 2):
-        cfg = next((c for c in TALL_FIT if c.ctas(m, n) <= rounds * sm_count), None)
-        if cfg is not None:
-            return cfg if cfg.ctas(m, n) >= TALL_FIT_FILL * rounds * sm_count else None
-    return None
+    return narrowest(TALL_FIT, m, n, sm_count, TALL_FIT_FILL, most_rounds=2)
 
 
 def fit_min_n(block_m: int, k_bytes: int, dram_tbs: float) -> int:
@@ -392,14 +398,8 @@ def fit(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: 
         if not (rows == 2 and cfg.block_m == 128 and ctas % sm_count):
             return cfg
         most_rounds = 1  # measured against one round only (two rounds of pairs were measured where `cfg`'s is thin)
-    for rounds in range(1, most_rounds + 1):
-        width = next((w for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)
-                      if rows * -(-n // w) <= rounds * sm_count), None)
-        if width is not None:
-            break
-    if width is None or rows * -(-n // width) < FIT_FILL * rounds * sm_count:
-        return cfg
-    return deepest(block_m, width, rows)
+    tiles = [deepest(block_m, w, rows) for w in range(fit_min_n(block_m, k_bytes, dram_tbs), 257, 16)]
+    return narrowest(tiles, m, n, sm_count, FIT_FILL, most_rounds) or cfg
 
 
 def balance(cfg: Sm90Config, m: int, n: int, sm_count: int, tall: bool = True) -> Sm90Config:
