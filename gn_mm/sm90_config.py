@@ -349,9 +349,9 @@ def choose_sm90(m: int, n: int, k_bytes: int, sm_count: int, dram_tbs: float = 3
     (NARROW_MAX_K_BYTES). M = 65..128 takes `pair_tile` where it gives one (64-row tiles in 2-CTA clusters sharing
     each weight tile, as narrow as one round of the SMs allows). The result then becomes `tall_fit`'s 192-row tile
     (M = 129..192 at wide N) where it gives one, else for M <= 256 goes through `fit` (tiles sized to one round of
-    the SMs where the menu's leave many idle, or for two 128-row blocks any: one round, or two), past it through `balance`
-    (128-row tiles 80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's: fewer
-    rounds, or a narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s
+    the SMs where the menu's leave many idle, or for two 128-row blocks any: one round, or two), past it through
+    `balance` (128-row tiles 80-256 wide or 192 x 192, without clusters, that do less work per SM than the menu's:
+    fewer rounds, or a narrower tile in as many). dram_tbs: the GPU's peak DRAM bandwidth in TB/s
     (`runtime.dram_bandwidth`; the narrowest 64-row fit tiles and the 64 x 64 pairs depend on it). tall: whether
     192-row tiles may be offered (False for the TALL_SPILLS variants). gn_mm.mm then runs the pick in clusters
     along N sharing A where `share_a` says so."""
