@@ -379,3 +379,34 @@ def test_share_a_clusters_along_n_where_measured():
         Sm90Config(64, 128, 4, cluster_n=8).check()
     with pytest.raises(LayoutError, match="192-row tiles"):
         Sm90Config(192, 128, 3, cluster_n=2).check()
+
+
+def test_every_sm90_pick_is_one_the_offline_test_compiles():
+    """Whatever the Hopper heuristic can return for a signature (choose_sm90, then share_a, a split in clusters and its
+    halves and widenings, long_k: the candidates gn_mm.api._plan tries) is in `heuristic_configs` for its accumulator
+    and output, which tests/test_compile_offline.py compiles and checks for spills; names round-trip."""
+    import dataclasses
+
+    from gn_mm.config import choose_splits
+    from gn_mm.sm90_config import (Sm90Config, choose_sm90, half_cluster, heuristic_configs, in_cluster, long_k,
+                                   share_a, whole_k, widen)
+
+    pairs = [("f32", "bf16", 16), ("f16", "f16", 16), ("s32", "s32", 8), ("s32", "bf16", 8), ("f32", "f32", 32)]
+    menus = {(acc, out): set(heuristic_configs(acc, out)) for acc, out, _ in pairs}
+    for acc, out, bits in pairs:
+        for m in (1, 16, 33, 64, 65, 100, 128, 129, 192, 256, 300, 768, 4096):
+            for n in range(512, 40000, 1536):
+                for kb in (1024, 4096, 16384, 65536):
+                    for dram in (3.35, 4.8):
+                        cfg = choose_sm90(m, n, kb, 132, dram, (acc, out) not in {("s32", "bf16"), ("s32", "f16")})
+                        picks = [cfg, share_a(cfg, m, n, 132)]
+                        splits = 1 if whole_k(cfg, m, n, kb, 132) else choose_splits(m, n, kb, cfg, 132, acc)
+                        cand = in_cluster(cfg, splits, kb, m) if splits > 1 and acc != "f16" else None
+                        while cand is not None:
+                            picks += [cand] + [w for c in (15, 30) if (w := widen(cand, n, c)) is not None]
+                            cand = half_cluster(cand, kb)
+                        if acc != "f16":
+                            picks += long_k(cfg, splits, m, n, kb, bits, 132, dram)
+                        for p in picks:
+                            assert p in menus[(acc, out)], (acc, out, m, n, kb, dram, p.name)
+                            assert Sm90Config.parse(p.name) == p and dataclasses.replace(p) == p
