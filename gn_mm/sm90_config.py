@@ -543,9 +543,8 @@ ONE_BLOCK_MIN_M = 65
 def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
            sm_count: int, dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
     """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128, unless `cfg` is one of
-    `pair_tile`'s pairs wider than 64 columns: pairs of
-    ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of
-    ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
+    `pair_tile`'s pairs wider than 64 columns: pairs of ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or
+    ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
     LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
     width, counted work against `cfg` split `splits` ways, the least `splits` replaced), whose CTAs fit one round and
     fill LONG_K_FILL of it: the two narrowest of each size (the caller takes the first whose clusters are all resident
