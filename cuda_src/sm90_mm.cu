@@ -486,26 +486,37 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
 
   if (wg == 0) {  // producer
     setmaxnreg_dec<PRODUCER_REGS>();
-    int it = 0;  // k-tiles issued so far, across units: slot it % NUM_STAGES, round it / NUM_STAGES
+    int it = 0;          // k-tiles issued so far, across units
+    int s = 0;           // their slot (it % NUM_STAGES)
+    u32 phase = 0;       // and its round's parity ((it / NUM_STAGES) & 1)
     for (int u = w.first(); u < w.units; u += w.step) {
-      if (t == 0) {
+      // The whole first warp runs the loop, so its values are warp-uniform and the compiler keeps them in uniform
+      // registers; one elected lane issues. (A loop of thread 0 alone moved every TMA operand into uniform registers
+      // through a per-lane loop, and its ~50 dependent instructions per k-tile capped narrow tiles' stage rate.)
+      if (t < 32) {
         int tm, tn, kt0, k_tiles;
         w.unit(u, tm, tn, kt0, k_tiles);
         const Boxes box(&tma_a, &tma_at, &tma_b, &tma_bt, M, N, tm, tn, rank);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
-          const int s = it % NUM_STAGES;
-          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
+          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);  // slot drained (its previous round)
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
-          mbar_arrive_expect_tx(full, box.bytes);
-          if constexpr (CLUSTER_N > 1)
-            tma_load_2d_multicast(stage + rank * A_PART, box.a, kt * ROW_BYTES, box.row_a, full, (1 << CLUSTER_N) - 1);
-          else
-            tma_load_2d(stage, box.a, kt * ROW_BYTES, box.row_a, full);
-          if constexpr (CLUSTER_M > 1)
-            tma_load_2d_multicast(stage + A_TILE + rank * B_PART, box.b, kt * ROW_BYTES, box.row_b, full,
-                                  (1 << CLUSTER_M) - 1);
-          else
-            tma_load_2d(stage + A_TILE, box.b, kt * ROW_BYTES, box.row_b, full);
+          if (elect_one()) {
+            mbar_arrive_expect_tx(full, box.bytes);
+            if constexpr (CLUSTER_N > 1)
+              tma_load_2d_multicast(stage + rank * A_PART, box.a, kt * ROW_BYTES, box.row_a, full,
+                                    (1 << CLUSTER_N) - 1);
+            else
+              tma_load_2d(stage, box.a, kt * ROW_BYTES, box.row_a, full);
+            if constexpr (CLUSTER_M > 1)
+              tma_load_2d_multicast(stage + A_TILE + rank * B_PART, box.b, kt * ROW_BYTES, box.row_b, full,
+                                    (1 << CLUSTER_M) - 1);
+            else
+              tma_load_2d(stage + A_TILE, box.b, kt * ROW_BYTES, box.row_b, full);
+          }
+          if (++s == NUM_STAGES) {
+            s = 0;
+            phase ^= 1;
+          }
         }
       }
       if constexpr (CLUSTER_K > 1) {  // the consumers' two cluster barriers of this tile (reduce_in_cluster)
@@ -517,7 +528,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     // released the last slots (their multicast copies into this CTA have landed: its consumers waited for them).
     // A peer waits likewise for this CTA's arrivals, so no cluster barrier (and no GPU-scope fence) at the exit.
     if constexpr (MULTICAST > 1)
-      if (t == 0)
+      if (t == 0)  // (lane 0 counted every k-tile with the others)
         for (int j = gn_max(0, it - NUM_STAGES); j < it; ++j)
           mbar_wait(empty0 + 8 * (j % NUM_STAGES), (j / NUM_STAGES) & 1);
   } else {

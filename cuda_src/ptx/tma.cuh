@@ -28,6 +28,13 @@ GN_DEVICE void mbar_wait(u32 bar, u32 parity) {
   } while (!done);
 }
 
+// True in one lane of the (converged, full) warp: the lane that issues for all of them.
+GN_DEVICE bool elect_one() {
+  u32 pred;
+  asm volatile("{\n.reg .pred p;\nelect.sync _|p, 0xffffffff;\nselp.u32 %0, 1, 0, p;\n}\n" : "=r"(pred));
+  return pred;
+}
+
 // One 2-D box (x = byte offset along K, y = row) of the tensor map into shared memory; completion is
 // counted in bytes on `bar`. Out-of-range parts of the box arrive as zeros.
 GN_DEVICE void tma_load_2d(u32 dst, const TmaDesc* map, int x, int y, u32 bar) {
