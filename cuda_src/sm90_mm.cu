@@ -491,16 +491,17 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     u32 phase = 0;       // and its round's parity ((it / NUM_STAGES) & 1)
     for (int u = w.first(); u < w.units; u += w.step) {
       // The whole first warp runs the loop, so its values are warp-uniform and the compiler keeps them in uniform
-      // registers; one elected lane issues. (A loop of thread 0 alone moved every TMA operand into uniform registers
-      // through a per-lane loop, and its ~50 dependent instructions per k-tile capped narrow tiles' stage rate.)
+      // registers; one elected lane waits for the slot and issues. (A loop of thread 0 alone moved every TMA operand
+      // into uniform registers through a per-lane loop, and its ~50 dependent instructions per k-tile capped narrow
+      // tiles' stage rate: NOTES sm90 67.)
       if (t < 32) {
         int tm, tn, kt0, k_tiles;
         w.unit(u, tm, tn, kt0, k_tiles);
         const Boxes box(&tma_a, &tma_at, &tma_b, &tma_bt, M, N, tm, tn, rank);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
-          if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);  // slot drained (its previous round)
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
           if (elect_one()) {
+            if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, phase ^ 1);  // slot drained (its previous round)
             mbar_arrive_expect_tx(full, box.bytes);
             if constexpr (CLUSTER_N > 1)
               tma_load_2d_multicast(stage + rank * A_PART, box.a, kt * ROW_BYTES, box.row_a, full,
