@@ -155,9 +155,27 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
                 elf = subprocess.run([tool, "-elf", f.name], capture_output=True, text=True).stdout
                 sass = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True).stdout
             assert ("EIATTR_CTA_PER_CLUSTER" in elf) == (cfg.cluster > 1), cfg.name
+            assert _tma_loads_unlooped(sass), f"{v.name}->{out} {cfg.name}: a TMA load sits in a per-lane loop"
             if cfg.cluster_k > 1:
                 assert "MEMBAR.ALL.GPU" not in sass, cfg.name  # the reduction's barriers fence shared memory only
                 assert _remote_reads_consumed(sass), f"{v.name}->{out} {cfg.name}: a peer read may outlive its barrier"
+
+
+def _sass_ops(sass: str) -> list[str]:
+    """The instructions of a cuobjdump -sass listing, one string each ("@P0 BRA 0x96b0")."""
+    import re
+
+    code = [ln for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]  # "/*0a10*/ OP ...;"
+    return [ln.split("*/", 1)[1].split(";")[0].strip() for ln in code]
+
+
+def _tma_loads_unlooped(sass: str) -> bool:
+    """sm90_mm's producer issues its TMA loads from operands the compiler keeps in uniform registers. When it cannot
+    prove them warp-uniform (a loop run by one thread), it wraps each load in a per-lane loop (ELECT, R2UR, the load,
+    BRA.U.ANY back), ~50 dependent instructions per k-tile that capped narrow tiles' stage rate (NOTES sm90 67)."""
+    ops = _sass_ops(sass)
+    loads = [i for i, op in enumerate(ops) if op.startswith("UTMALDG")]
+    return bool(loads) and not any("BRA.U.ANY" in op for i in loads for op in ops[i + 1:i + 3])
 
 
 def _remote_reads_consumed(sass: str) -> bool:
@@ -166,8 +184,7 @@ def _remote_reads_consumed(sass: str) -> bool:
     the read is complete when it arrives: check that in the SASS, between each cluster wait and the next arrival."""
     import re
 
-    code = [ln for ln in sass.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", ln)]  # "/*0a10*/ OP ...;"
-    lines = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in code]
+    lines = _sass_ops(sass)
     region, seen = None, False
     for ln in lines:
         if ln.startswith("UCGABAR_WAIT"):
