@@ -5,9 +5,9 @@
 // types: every wgmma variant consumes 32 bytes of K per instruction from 128-byte swizzled rows.
 //
 // Warp specialisation in a persistent CTA: warpgroup 0 is the producer (its first warp walks the k-tiles, one
-// elected lane issues TMA loads into a NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups 1..CONSUMERS (1-3) each own 64 rows of the
-// BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their accumulators through the shared
-// register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
+// elected lane issues TMA loads into a NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups
+// 1..CONSUMERS (1-3) each own 64 rows of the BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their
+// accumulators through the shared register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
 // next tile while consumers finish the current one.
 //
 // CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
