@@ -7,8 +7,8 @@
 // Warp specialisation in a persistent CTA: warpgroup 0 is the producer (its first warp walks the k-tiles, one
 // elected lane issues TMA loads into a NUM_STAGES ring guarded by "full" and "empty" mbarriers), warpgroups
 // 1..CONSUMERS (1-3) each own 64 rows of the BLOCK_M x BLOCK_N tile, issue wgmma from shared memory, and write their
-// accumulators through the shared register epilogue (scales, bias, masked stores). The ring runs across tiles, so the producer fetches the
-// next tile while consumers finish the current one.
+// accumulators through the shared register epilogue (scales, bias, masked stores). The ring runs across tiles, so
+// the producer fetches the next tile while consumers finish the current one.
 //
 // CLUSTER_M = 2: two CTAs of a cluster own vertically adjacent tiles with the same B tile. Each loads its own
 // A and one half of B, multicast into both CTAs: L2 -> SM traffic per tile drops by a third. A slot is
