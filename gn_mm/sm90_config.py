@@ -571,8 +571,10 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     return tuple(found)
 
 
-# Decode tiles wider than 128 columns for a K split in clusters of 4, narrowest first (see widen).
-DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=4) for w in (144, 160, 176))
+# Decode tiles wider than 128 columns for a K split in clusters of 4 or 8, narrowest first (see widen); in clusters of
+# 8 a CTA adds a 4 x 8 = 32-column slice, so the widths step by 32.
+DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=k) for k, ws in ((4, (144, 160, 176)), (8, (160, 192)))
+                    for w in ws)
 
 # Every split-inside-a-cluster config in_cluster, half_cluster and widen can return (compiled and checked by the
 # offline tests).
@@ -622,25 +624,35 @@ HALF_CLUSTER_MAX_SHARE = 16
 def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
     """in_cluster's config with half as many CTAs per cluster, for when its clusters do not all fit at once
     (clusters of 8 fit 15 at a time on a 132-SM H100, of 4 30): None below 2 CTAs, or when a CTA's share of K
-    would pass HALF_CLUSTER_MAX_SHARE steps (the workspace split then wins)."""
+    would pass HALF_CLUSTER_MAX_SHARE steps. Past that bound a 64-row tile of 128+ columns split 4 ways becomes the
+    half-width tile split 2 ways (as many CTAs, clusters of 2 fit 66 at a time; the workspace split lost to it after
+    the producer fix, NOTES sm90 68: e4m3 128 x 2048 x 14336 18.5 -> 16.8 us, bf16 128 x 2048 x 8192 20.0 -> 17.7)."""
     half = dataclasses.replace(cand, cluster_k=cand.cluster_k // 2)
     k_tiles = -(-k_bytes // ROW_BYTES)
-    ok = half.cluster_k > 1 and _valid(half) and -(-k_tiles // half.cluster_k) <= HALF_CLUSTER_MAX_SHARE
-    return half if ok else None
+    if half.cluster_k > 1 and _valid(half) and -(-k_tiles // half.cluster_k) <= HALF_CLUSTER_MAX_SHARE:
+        return half
+    if cand.block_m == 64 and cand.block_n >= 128 and cand.cluster_k == 4:
+        narrow = dataclasses.replace(deepest(64, cand.block_n // 2), cluster_k=2)
+        return narrow if _valid(narrow) and narrow.cluster_k <= k_tiles else None
+    return None
 
 
 def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
-    """in_cluster's 64 x 128 tiles split 4 ways when more of them than `clusters` (the clusters of 4 that fit
-    at once) cover N: the narrowest DECODE_WIDE tile whose tiles all fit, else None (the workspace route).
-    Clusters of 4 CTAs fit only 30 at a time on a 132-SM H100 (a GPC's SM count is no multiple of 4), so
-    N = 4096 (32 tiles) fell back to four workspace splits and a second launch; 29 tiles of 64 x 144 take one
-    launch. Same run on an H100 under CUDA-graph replay (`small_m_cluster_wide_h100.json`, us): bf16 1 / 16 / 32
-    x 4096 x 4096 17.3 / 17.8 / 18.2 -> 15.8 / 16.6 / 17.2, 16 x 4096 x 8192 29.1 -> 27.7; e4m3 1 / 16 / 32 x
-    4096 x 4096 11.7 / 12.0 / 12.1 -> 10.4 / 11.2 / 11.8, 16 x 4096 x 8192 18.0 -> 16.8. Wider tiles lose
-    (64 x 176 / 208 / 256 at 16 x 4096 x 4096: 17.7 / 19.1 / 20.6), and so do 8-CTA clusters of 64 x 256 (23.2)."""
-    if (cfg.block_m, cfg.block_n, cfg.cluster_k) != (DECODE.block_m, DECODE.block_n, 4) or cfg.tiles(1, n) <= clusters:
+    """in_cluster's 64 x 128 tiles split 4 or 8 ways when more of them than `clusters` (the clusters of that size that
+    fit at once) cover N: the narrowest DECODE_WIDE tile of the same cluster size whose tiles all fit, else None (the
+    caller halves the cluster or takes the workspace route). Clusters of 4 CTAs fit only 30 at a time on a 132-SM H100
+    (a GPC's SM count is no multiple of 4), so N = 4096 (32 tiles) fell back to four workspace splits and a second
+    launch; 29 tiles of 64 x 144 take one launch. Same run on an H100 under CUDA-graph replay
+    (`small_m_cluster_wide_h100.json`, us): bf16 1 / 16 / 32 x 4096 x 4096 17.3 / 17.8 / 18.2 -> 15.8 / 16.6 / 17.2,
+    16 x 4096 x 8192 29.1 -> 27.7; e4m3 1 / 16 / 32 x 4096 x 4096 11.7 / 12.0 / 12.1 -> 10.4 / 11.2 / 11.8, 16 x 4096 x
+    8192 18.0 -> 16.8. Wider tiles lose (64 x 176 / 208 / 256 at 16 x 4096 x 4096: 17.7 / 19.1 / 20.6). Clusters of 8
+    fit 15 at a time, so N = 2048 (16 tiles) went to eight workspace splits; 13 tiles of 64 x 160 in clusters of 8 are
+    7-20% faster after the producer fix (NOTES sm90 68: bf16 16 x 2048 x 8192 17.6 -> 14.8 us, e4m3 16 x 2048 x 14336
+    16.8 -> 13.5)."""
+    if (cfg.block_m, cfg.block_n) != (DECODE.block_m, DECODE.block_n) or cfg.cluster_k not in (4, 8) \
+            or cfg.tiles(1, n) <= clusters:
         return None
-    return next((w for w in DECODE_WIDE if w.tiles(1, n) <= clusters), None)
+    return next((w for w in DECODE_WIDE if w.cluster_k == cfg.cluster_k and w.tiles(1, n) <= clusters), None)
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:

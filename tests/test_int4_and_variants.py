@@ -245,7 +245,7 @@ def test_balance_evens_out_the_rounds_past_fit():
 
 def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     from gn_mm.errors import LayoutError
-    from gn_mm.sm90_config import CLUSTER_K_MAX_SHARE, DECODE, LARGE, Sm90Config, in_cluster
+    from gn_mm.sm90_config import CLUSTER_K_MAX_SHARE, DECODE, LARGE, NARROW, Sm90Config, in_cluster
 
     assert in_cluster(DECODE, 1, 8192, 16) is None  # nothing to split
     assert in_cluster(DECODE, 6, 8192, 16).cluster_k == 4  # rounded down to a cluster size
@@ -261,7 +261,9 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     k4 = half_cluster(k8, 4096)
     assert k4.cluster_k == 4 and half_cluster(k4, 4096).cluster_k == 2  # shares of 8, then 16 steps
     assert half_cluster(half_cluster(k4, 4096), 4096) is None  # no cluster of one
-    assert half_cluster(k4, 8192) is None  # 2 CTAs would take 32 steps each
+    assert half_cluster(k4, 8192).name == "sm90_64x64_s13_g8_c1_k2"  # 2 CTAs would take 32 steps: half-width tiles
+    assert half_cluster(half_cluster(k4, 8192), 8192) is None
+    assert half_cluster(in_cluster(NARROW, 4, 8192, 16), 8192) is None  # 64 x 64 tiles do not narrow
     assert half_cluster(k8, 128 * 4 * (HALF_CLUSTER_MAX_SHARE + 1)) is None  # shares too long for 4 CTAs
     from gn_mm.sm90_config import SM90_CONFIGS, SPLIT_CLUSTERS
     for cfg in SM90_CONFIGS:  # whatever in_cluster gives, halved, is a compiled (offline-tested) config
@@ -347,10 +349,14 @@ def test_decode_tiles_widen_until_their_clusters_of_4_fit():
     assert widen(k4, 4096, 32) is None  # 32 tiles, 32 clusters fit: nothing to widen
     assert widen(k4, 4096, 30).block_n == 144  # 29 tiles of 144 columns for 30 clusters
     assert widen(k4, 5280, 30).block_n == 176 and widen(k4, 5300, 30) is None  # past the widest: workspace
-    assert widen(in_cluster(DECODE, 2, 8192, 16), 14336, 30) is None  # only 4-CTA clusters widen
+    assert widen(in_cluster(DECODE, 2, 8192, 16), 14336, 30) is None  # only 4- and 8-CTA clusters widen
+    k8 = in_cluster(DECODE, 8, 16384, 16)
+    assert widen(k8, 1920, 15) is None  # 15 tiles, 15 clusters of 8 fit
+    assert widen(k8, 2048, 15).name == "sm90_64x160_s7_g8_c1_k8"  # 13 tiles of 160 columns (32-column slices)
+    assert widen(k8, 2880, 15).block_n == 192 and widen(k8, 2881, 15) is None
     for w in DECODE_WIDE:
         w.check()
-        assert (w.block_m, w.cluster_k) == (64, 4) and w.stages >= 6
+        assert w.block_m == 64 and w.cluster_k in (4, 8) and w.stages >= 6
 
 
 def test_share_a_clusters_along_n_where_measured():
