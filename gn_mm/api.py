@@ -15,7 +15,7 @@ from .dtypes import ACC_DTYPES, BY_NAME, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
 from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,
-                          share_a, whole_k, widen)
+                          share_a, split_tiles, whole_k)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -199,11 +199,9 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             # is resident at once: a cluster that takes a second tile doubles the time.
             cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
             while cand is not None:
-                plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, gpu.sm_count, device)
-                wide = widen(cand, n, plan.grid // cand.cluster_k)  # too many tiles: wider ones that fit
-                if wide is not None:
-                    plan = sm90_mm.Plan.make(wgmma, out, wide, m, n, 1, gpu.sm_count, device)
-                if _all_resident(plan, m, n):
+                # other widths and cluster sizes of a 64-row tile: the most CTAs whose clusters all fit at once
+                plan = _first_resident(wgmma, out, split_tiles(cand, m, n, gpu.sm_count), m, n, gpu.sm_count, device)
+                if plan is not None:
                     return plan
                 cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
         if auto and variant.acc != "f16":

@@ -571,15 +571,15 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     return tuple(found)
 
 
-# Decode tiles wider than 128 columns for a K split in clusters of 4 or 8, narrowest first (see widen); in clusters of
-# 8 a CTA adds a 4 x 8 = 32-column slice, so the widths step by 32.
-DECODE_WIDE = tuple(dataclasses.replace(deepest(64, w), cluster_k=k) for k, ws in ((4, (144, 160, 176)), (8, (160, 192)))
-                    for w in ws)
-
-# Every split-inside-a-cluster config in_cluster, half_cluster and widen can return (compiled and checked by the
+# The 64-row tiles a K split inside clusters of 4 or 8 may run as instead of in_cluster's 64 x 128 (see split_tiles);
+# in clusters of 8 a CTA adds a 4 x 8 = 32-column slice, so those widths step by 32.
+DECODE_SPLITS = tuple(dataclasses.replace(deepest(64, w), cluster_k=k)
+                      for k, ws in ((4, (96, 128, 144, 160, 176)), (8, (128, 160, 192))) for w in ws)
+CLUSTER_8_COST = 0.9  # split_tiles counts a cluster of 8's CTAs at this weight: its reduction and shares cost more
+# Every split-inside-a-cluster config in_cluster, half_cluster and split_tiles can return (compiled and checked by the
 # offline tests).
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
-                       if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_WIDE
+                       if _valid(c := dataclasses.replace(cfg, cluster_k=k))) + DECODE_SPLITS
 # Every config long_k can return.
 LONG_K_CONFIGS = tuple(dict.fromkeys(
     c for sizes, ws in ((LONG_K_SIZES, BALANCE_WIDTHS), (ONE_BLOCK_SIZES, ONE_BLOCK_WIDTHS))
@@ -637,26 +637,28 @@ def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
     return None
 
 
-def widen(cfg: Sm90Config, n: int, clusters: int) -> Sm90Config | None:
-    """in_cluster's 64 x 128 tiles split 4 or 8 ways when more of them than `clusters` (the clusters of that size that
-    fit at once) cover N: the narrowest DECODE_WIDE tile of the same cluster size whose tiles all fit, else None (the
-    caller halves the cluster or takes the workspace route). Clusters of 4 CTAs fit only 30 at a time on a 132-SM H100
-    (a GPC's SM count is no multiple of 4), so N = 4096 (32 tiles) fell back to four workspace splits and a second
-    launch; 29 tiles of 64 x 144 take one launch. Same run on an H100 under CUDA-graph replay
-    (`small_m_cluster_wide_h100.json`, us): bf16 1 / 16 / 32 x 4096 x 4096 17.3 / 17.8 / 18.2 -> 15.8 / 16.6 / 17.2,
-    16 x 4096 x 8192 29.1 -> 27.7; e4m3 1 / 16 / 32 x 4096 x 4096 11.7 / 12.0 / 12.1 -> 10.4 / 11.2 / 11.8, 16 x 4096 x
-    8192 18.0 -> 16.8. Wider tiles lose (64 x 176 / 208 / 256 at 16 x 4096 x 4096: 17.7 / 19.1 / 20.6). Clusters of 8
-    fit 15 at a time, so N = 2048 (16 tiles) went to eight workspace splits; 13 tiles of 64 x 160 in clusters of 8 are
-    7-20% faster after the producer fix (NOTES sm90 68: bf16 16 x 2048 x 8192 17.6 -> 14.8 us, e4m3 16 x 2048 x 14336
-    16.8 -> 13.5)."""
-    if (cfg.block_m, cfg.block_n) != (DECODE.block_m, DECODE.block_n) or cfg.cluster_k not in (4, 8) \
-            or cfg.tiles(1, n) <= clusters:
-        return None
-    return next((w for w in DECODE_WIDE if w.cluster_k == cfg.cluster_k and w.tiles(1, n) <= clusters), None)
+def split_tiles(cand: Sm90Config, m: int, n: int, sm_count: int) -> tuple[Sm90Config, ...]:
+    """For in_cluster's 64 x 128 tile split 4 or 8 ways over one row block (M <= 64): the DECODE_SPLITS tiles whose
+    CTAs fit one round of the SMs, most CTAs first (a cluster of 8's counted at CLUSTER_8_COST), narrower first on
+    ties; the caller takes the first whose clusters are all resident at once (30 of 4 and 15 of 8 on a 132-SM H100).
+    Else just `cand`. Why: a split in clusters that do not all fit fell back to the workspace, and one that fits
+    with few CTAs left SMs idle. Measured on an H100 under CUDA-graph replay (`small_m_cluster_wide_h100.json`,
+    `sm90_cluster_k_wide_n_probe_s27_h100.json`, NOTES sm90 49, 68, 69): N = 4096 (32 tiles of 128 columns for 30
+    clusters of 4) runs 29 of 64 x 144, bf16 16 x 4096 x 4096 17.8 -> 16.6 us; N = 2048 (16 for 15 clusters of 8) 13 of 64 x 160,
+    e4m3 16 x 2048 x 14336 16.6 -> 13.2; N = 2560-2880 30 of 64 x 96 in fours (120 CTAs, not 92 of 64 x 128), 0.86-0.93x
+    the time. Wider tiles lose (64 x 224 / 256 in clusters of 8 at N = 3072: 0.93-1.09x / 1.04-1.22x)."""
+    if (cand.block_m, cand.block_n) != (DECODE.block_m, DECODE.block_n) or cand.cluster_k not in (4, 8) or m > 64:
+        return (cand,)
+
+    def weight(c):
+        return c.ctas(m, n) * c.cluster_k * (CLUSTER_8_COST if c.cluster_k == 8 else 1.0)
+
+    fits = [c for c in DECODE_SPLITS if c.ctas(m, n) * c.cluster_k <= sm_count]
+    return tuple(sorted(fits, key=lambda c: (-weight(c), c.block_n))) or (cand,)
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, widen, long_k) can give a variant
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k) can give a variant
     that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no 192-row tile
     (TALL, TALL_FIT) for TALL_SPILLS."""
     menus = SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS

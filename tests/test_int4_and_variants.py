@@ -342,21 +342,23 @@ def test_tall_tiles_are_checked_and_picked_from_their_min_m():
     assert choose_sm90(768, 6144, 8192, 132, tall=False).block_m == 128  # int32 sums into bf16 / fp16 (TALL_SPILLS)
 
 
-def test_decode_tiles_widen_until_their_clusters_of_4_fit():
-    from gn_mm.sm90_config import DECODE, DECODE_WIDE, in_cluster, widen
+def test_decode_splits_take_the_most_ctas_whose_clusters_fit():
+    from gn_mm.sm90_config import DECODE, DECODE_SPLITS, in_cluster, split_tiles
 
-    k4 = in_cluster(DECODE, 4, 8192, 16)
-    assert widen(k4, 4096, 32) is None  # 32 tiles, 32 clusters fit: nothing to widen
-    assert widen(k4, 4096, 30).block_n == 144  # 29 tiles of 144 columns for 30 clusters
-    assert widen(k4, 5280, 30).block_n == 176 and widen(k4, 5300, 30) is None  # past the widest: workspace
-    assert widen(in_cluster(DECODE, 2, 8192, 16), 14336, 30) is None  # only 4- and 8-CTA clusters widen
-    k8 = in_cluster(DECODE, 8, 16384, 16)
-    assert widen(k8, 1920, 15) is None  # 15 tiles, 15 clusters of 8 fit
-    assert widen(k8, 2048, 15).name == "sm90_64x160_s7_g8_c1_k8"  # 13 tiles of 160 columns (32-column slices)
-    assert widen(k8, 2880, 15).block_n == 192 and widen(k8, 2881, 15) is None
-    for w in DECODE_WIDE:
-        w.check()
-        assert w.block_m == 64 and w.cluster_k in (4, 8) and w.stages >= 6
+    k4, k8 = in_cluster(DECODE, 4, 8192, 16), in_cluster(DECODE, 8, 16384, 16)
+    names = lambda cs: [c.name.replace("sm90_", "") for c in cs]  # noqa: E731
+    # N = 4096: 64 x 96 and every cluster of 8 need more CTAs than SMs; 32 of 64 x 128 first (the caller finds 30 fit
+    # on an H100), then 29 tiles of 144 columns
+    assert names(split_tiles(k4, 16, 4096, 132)[:3]) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4", "64x160_s7_g8_c1_k4"]
+    # N = 2048: 16 of 64 x 128 in clusters of 8 first (the caller finds 15 fit on an H100), then 13 of 160 columns
+    assert names(split_tiles(k8, 16, 2048, 132)[:3]) == ["64x128_s8_g8_c1_k8", "64x160_s7_g8_c1_k8", "64x96_s10_g8_c1_k4"]
+    assert split_tiles(k4, 1, 2880, 132)[0].name == "sm90_64x96_s10_g8_c1_k4"  # 120 CTAs; 64 x 192 in eights weigh 108
+    assert split_tiles(k4, 16, 2304, 132)[0].name == "sm90_64x160_s7_g8_c1_k8"  # 120 x 0.9 against 96 of 64 x 96
+    assert split_tiles(k4, 128, 2048, 132) == (k4,)  # two row blocks: half_cluster's route
+    assert split_tiles(in_cluster(DECODE, 2, 8192, 16), 16, 14336, 132)[0].cluster_k == 2  # only 4 / 8 CTAs
+    for c in DECODE_SPLITS:
+        c.check()
+        assert c.block_m == 64 and c.cluster_k in (4, 8) and c.stages >= 5 and c.block_n % (4 * c.cluster_k) == 0
 
 
 def test_share_a_clusters_along_n_where_measured():
@@ -389,13 +391,13 @@ def test_share_a_clusters_along_n_where_measured():
 
 def test_every_sm90_pick_is_one_the_offline_test_compiles():
     """Whatever the Hopper heuristic can return for a signature (choose_sm90, then share_a, a split in clusters and its
-    halves and widenings, long_k: the candidates gn_mm.api._plan tries) is in `heuristic_configs` for its accumulator
+    halves and split_tiles, long_k: the candidates gn_mm.api._plan tries) is in `heuristic_configs` for its accumulator
     and output, which tests/test_compile_offline.py compiles and checks for spills; names round-trip."""
     import dataclasses
 
     from gn_mm.config import choose_splits
     from gn_mm.sm90_config import (Sm90Config, choose_sm90, half_cluster, heuristic_configs, in_cluster, long_k,
-                                   share_a, whole_k, widen)
+                                   share_a, split_tiles, whole_k)
 
     pairs = [("f32", "bf16", 16), ("f16", "f16", 16), ("s32", "s32", 8), ("s32", "bf16", 8), ("f32", "f32", 32)]
     menus = {(acc, out): set(heuristic_configs(acc, out)) for acc, out, _ in pairs}
@@ -409,7 +411,7 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
                         splits = 1 if whole_k(cfg, m, n, kb, 132) else choose_splits(m, n, kb, cfg, 132, acc)
                         cand = in_cluster(cfg, splits, kb, m) if splits > 1 and acc != "f16" else None
                         while cand is not None:
-                            picks += [cand] + [w for c in (15, 30) if (w := widen(cand, n, c)) is not None]
+                            picks += [cand, *split_tiles(cand, m, n, 132)]
                             cand = half_cluster(cand, kb)
                         if acc != "f16":
                             picks += long_k(cfg, splits, m, n, kb, bits, 132, dram)

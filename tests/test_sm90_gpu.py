@@ -10,7 +10,7 @@ import gn_mm
 from gn_mm import api, config as sm80_config, variant_table as variants
 from gn_mm.arch import Arch
 from gn_mm.dtypes import BY_NAME, OUT_DTYPES
-from gn_mm.sm90_config import (DECODE, DECODE_WIDE, FIT_CONFIGS, LARGE, LONG_K_CONFIGS, NARROW, PAIR_CONFIGS,
+from gn_mm.sm90_config import (DECODE, DECODE_SPLITS, FIT_CONFIGS, LARGE, LONG_K_CONFIGS, NARROW, PAIR_CONFIGS,
                                SM90_CONFIGS, TALL_FIT, WHOLE_K, Sm90Config, deepest)
 
 from test_mm_gpu import INPUT_TOL, _check, _epilogue_ref, _poison, _rand
@@ -265,7 +265,7 @@ def test_split_k_is_deterministic_in_graphs_and_into_unaligned_out(cfg, m):
 
 CLUSTER_K = [dataclasses.replace(DECODE, cluster_k=k) for k in (2, 4, 8)] + [
     dataclasses.replace(NARROW, cluster_k=4), dataclasses.replace(LARGE[1], cluster_k=2),
-    dataclasses.replace(LARGE[2], cluster_k=2), DECODE_WIDE[0], DECODE_WIDE[-2], LONG_K_CONFIGS[0],
+    dataclasses.replace(LARGE[2], cluster_k=2), DECODE_SPLITS[0], DECODE_SPLITS[2], DECODE_SPLITS[-2], LONG_K_CONFIGS[0],
     dataclasses.replace(deepest(128, 208), cluster_k=4), dataclasses.replace(deepest(128, 32), cluster_k=2),
     dataclasses.replace(deepest(128, 48), cluster_k=2)]
 SPLIT_COMBOS = [("bf16", "bf16", "f32", "bf16"), ("e4m3", "e5m2", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
