@@ -576,6 +576,7 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
 DECODE_SPLITS = tuple(dataclasses.replace(deepest(64, w), cluster_k=k)
                       for k, ws in ((4, (96, 128, 144, 160, 176)), (8, (128, 160, 192))) for w in ws)
 CLUSTER_8_COST = 0.9  # split_tiles counts a cluster of 8's CTAs at this weight: its reduction and shares cost more
+SPLIT_TILES_MIN_STEPS = 64  # below this many K steps split_tiles only widens a 64 x 128 tile split 4 ways (see there)
 # Every split-inside-a-cluster config in_cluster, half_cluster and split_tiles can return (compiled and checked by the
 # offline tests).
 SPLIT_CLUSTERS = tuple(c for cfg in SM90_CONFIGS if cfg.cluster_m == 1 for k in (2, 4, 8)
@@ -637,23 +638,30 @@ def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
     return None
 
 
-def split_tiles(cand: Sm90Config, m: int, n: int, sm_count: int) -> tuple[Sm90Config, ...]:
-    """For in_cluster's 64 x 128 tile split 4 or 8 ways over one row block (M <= 64): the DECODE_SPLITS tiles whose
-    CTAs fit one round of the SMs, most CTAs first (a cluster of 8's counted at CLUSTER_8_COST), narrower first on
-    ties; the caller takes the first whose clusters are all resident at once (30 of 4 and 15 of 8 on a 132-SM H100).
-    Else just `cand`. Why: a split in clusters that do not all fit fell back to the workspace, and one that fits
-    with few CTAs left SMs idle. Measured on an H100 under CUDA-graph replay (`small_m_cluster_wide_h100.json`,
-    `sm90_cluster_k_wide_n_probe_s27_h100.json`, NOTES sm90 49, 68, 69): N = 4096 (32 tiles of 128 columns for 30
-    clusters of 4) runs 29 of 64 x 144, bf16 16 x 4096 x 4096 17.8 -> 16.6 us; N = 2048 (16 for 15 clusters of 8) 13 of 64 x 160,
-    e4m3 16 x 2048 x 14336 16.6 -> 13.2; N = 2560-2880 30 of 64 x 96 in fours (120 CTAs, not 92 of 64 x 128), 0.86-0.93x
-    the time. Wider tiles lose (64 x 224 / 256 in clusters of 8 at N = 3072: 0.93-1.09x / 1.04-1.22x)."""
-    if (cand.block_m, cand.block_n) != (DECODE.block_m, DECODE.block_n) or cand.cluster_k not in (4, 8) or m > 64:
+def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -> tuple[Sm90Config, ...]:
+    """For in_cluster's 64-row tile (64 x 64 or 64 x 128) split in clusters over one row block (M <= 64): `cand` and the
+    DECODE_SPLITS tiles whose CTAs fit one round of the SMs, most CTAs first (a cluster of 8's counted at
+    CLUSTER_8_COST), narrower first on ties; the caller takes the first whose clusters are all resident at once (30 of
+    4 and 15 of 8 on a 132-SM H100). Below SPLIT_TILES_MIN_STEPS K steps only a 64 x 128 tile split 4 ways is widened
+    (64 x 144-176 in fours), as measured there. Else just `cand`. Why: a split in clusters that do not all fit fell
+    back to the workspace, and one that fits with few CTAs left SMs idle. Measured on an H100 under CUDA-graph replay
+    (`small_m_cluster_wide_h100.json`, `sm90_cluster_k_wide_n_probe_s27_h100.json`, `sm90_split_tiles*_ab_h100.json`,
+    NOTES sm90 49, 68, 69): N = 4096 (32 tiles of 128 columns for 30 clusters of 4) runs 29 of 64 x 144, bf16 16 x 4096 x
+    4096 17.8 -> 16.6 us; N = 2048 (16 for 15 clusters of 8) 13 of 64 x 160, e4m3 16 x 2048 x 14336 16.6 -> 13.2; N =
+    2560-2880 30 of 64 x 96 in fours (120 CTAs, not 92 of 64 x 128), 0.86-0.93x the time; N = 4352-4864 (64 x 128 in pairs,
+    68-76 CTAs) 27-29 of 64 x 160-176 in fours, 0.77-0.84x. Wider tiles lose (64 x 224 / 256 in clusters of 8 at N = 3072:
+    0.93-1.09x / 1.04-1.22x), and so did 64 x 160 in eights at 4 KB of K (4 steps a CTA: e4m3 64 x 2304 x 4096 8.05 -> 8.33)."""
+    if cand.block_m != 64 or cand.block_n not in (64, 128) or cand.cluster_k == 1 or m > 64:
         return (cand,)
+    pool = DECODE_SPLITS + (cand,)
+    if -(-k_bytes // ROW_BYTES) < SPLIT_TILES_MIN_STEPS:
+        pool = tuple(c for c in pool if c == cand or (cand.block_n == 128 and cand.cluster_k == c.cluster_k == 4
+                                                      and c.block_n > 128))
 
     def weight(c):
         return c.ctas(m, n) * c.cluster_k * (CLUSTER_8_COST if c.cluster_k == 8 else 1.0)
 
-    fits = [c for c in DECODE_SPLITS if c.ctas(m, n) * c.cluster_k <= sm_count]
+    fits = [c for c in dict.fromkeys(pool) if c.ctas(m, n) * c.cluster_k <= sm_count]
     return tuple(sorted(fits, key=lambda c: (-weight(c), c.block_n))) or (cand,)
 
 

@@ -349,13 +349,21 @@ def test_decode_splits_take_the_most_ctas_whose_clusters_fit():
     names = lambda cs: [c.name.replace("sm90_", "") for c in cs]  # noqa: E731
     # N = 4096: 64 x 96 and every cluster of 8 need more CTAs than SMs; 32 of 64 x 128 first (the caller finds 30 fit
     # on an H100), then 29 tiles of 144 columns
-    assert names(split_tiles(k4, 16, 4096, 132)[:3]) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4", "64x160_s7_g8_c1_k4"]
+    assert names(split_tiles(k4, 16, 4096, 8192, 132)[:3]) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4", "64x160_s7_g8_c1_k4"]
     # N = 2048: 16 of 64 x 128 in clusters of 8 first (the caller finds 15 fit on an H100), then 13 of 160 columns
-    assert names(split_tiles(k8, 16, 2048, 132)[:3]) == ["64x128_s8_g8_c1_k8", "64x160_s7_g8_c1_k8", "64x96_s10_g8_c1_k4"]
-    assert split_tiles(k4, 1, 2880, 132)[0].name == "sm90_64x96_s10_g8_c1_k4"  # 120 CTAs; 64 x 192 in eights weigh 108
-    assert split_tiles(k4, 16, 2304, 132)[0].name == "sm90_64x160_s7_g8_c1_k8"  # 120 x 0.9 against 96 of 64 x 96
-    assert split_tiles(k4, 128, 2048, 132) == (k4,)  # two row blocks: half_cluster's route
-    assert split_tiles(in_cluster(DECODE, 2, 8192, 16), 16, 14336, 132)[0].cluster_k == 2  # only 4 / 8 CTAs
+    assert names(split_tiles(k8, 16, 2048, 8192, 132)[:3]) == ["64x128_s8_g8_c1_k8", "64x160_s7_g8_c1_k8", "64x96_s10_g8_c1_k4"]
+    assert split_tiles(k4, 1, 2880, 8192, 132)[0].name == "sm90_64x96_s10_g8_c1_k4"  # 120 CTAs; 64 x 192 in eights weigh 108
+    assert split_tiles(k4, 16, 2304, 8192, 132)[0].name == "sm90_64x160_s7_g8_c1_k8"  # 120 x 0.9 against 96 of 64 x 96
+    assert split_tiles(k4, 128, 2048, 8192, 132) == (k4,)  # two row blocks: half_cluster's route
+    k2 = in_cluster(DECODE, 2, 8192, 16)
+    assert split_tiles(k2, 16, 14336, 8192, 132) == (k2,)  # nothing else fits one round
+    # N = 4608: 32 of 64 x 144 in fours (30 fit on an H100), then 29 of 64 x 160 (116 CTAs), not 36 of 64 x 128 in pairs
+    assert names(split_tiles(k2, 16, 4608, 8192, 132)[:2]) == ["64x144_s8_g8_c1_k4", "64x160_s7_g8_c1_k4"]
+    # under 64 K steps only a 4-way split of 64 x 128 widens
+    assert split_tiles(k2, 16, 4608, 4096, 132) == (k2,)
+    assert names(split_tiles(k4, 16, 4096, 4096, 132)) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4",
+                                                            "64x160_s7_g8_c1_k4", "64x176_s6_g8_c1_k4"]
+    assert split_tiles(k8, 16, 2048, 4096, 132) == (k8,)
     for c in DECODE_SPLITS:
         c.check()
         assert c.block_m == 64 and c.cluster_k in (4, 8) and c.stages >= 5 and c.block_n % (4 * c.cluster_k) == 0
@@ -411,7 +419,7 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
                         splits = 1 if whole_k(cfg, m, n, kb, 132) else choose_splits(m, n, kb, cfg, 132, acc)
                         cand = in_cluster(cfg, splits, kb, m) if splits > 1 and acc != "f16" else None
                         while cand is not None:
-                            picks += [cand, *split_tiles(cand, m, n, 132)]
+                            picks += [cand, *split_tiles(cand, m, n, kb, 132)]
                             cand = half_cluster(cand, kb)
                         if acc != "f16":
                             picks += long_k(cfg, splits, m, n, kb, bits, 132, dram)
