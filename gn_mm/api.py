@@ -200,7 +200,8 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
             cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
             while cand is not None:
                 # other widths and cluster sizes of a 64-row tile: the most CTAs whose clusters all fit at once
-                plan = _first_resident(wgmma, out, split_tiles(cand, m, n, k_bytes, gpu.sm_count), m, n, gpu.sm_count, device)
+                cands = split_tiles(cand, m, n, k_bytes, gpu.sm_count)
+                plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device)
                 if plan is not None:
                     return plan
                 cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)

@@ -571,11 +571,11 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     return tuple(found)
 
 
-# The 64-row tiles a K split inside clusters of 4 or 8 may run as instead of in_cluster's 64 x 128 (see split_tiles);
-# in clusters of 8 a CTA adds a 4 x 8 = 32-column slice, so those widths step by 32.
+# The 64-row tiles a K split inside clusters may run as instead of in_cluster's 64 x 64 / 64 x 128 split 2, 4 or 8 ways
+# (see split_tiles). In a cluster of 8 each CTA adds up a block_n / 8 slice of whole 4-column groups, so those widths
+# step by 32. (64 x 192 in eights never has more CTAs than 64 x 96 in fours where its clusters fit: not offered.)
 DECODE_SPLITS = tuple(dataclasses.replace(deepest(64, w), cluster_k=k)
-                      for k, ws in ((4, (96, 128, 144, 160, 176)), (8, (128, 160, 192))) for w in ws)
-CLUSTER_8_COST = 0.9  # split_tiles counts a cluster of 8's CTAs at this weight: its reduction and shares cost more
+                      for k, ws in ((4, (96, 128, 144, 160, 176)), (8, (128, 160))) for w in ws)
 SPLIT_TILES_MIN_STEPS = 64  # below this many K steps split_tiles only widens a 64 x 128 tile split 4 ways (see there)
 # Every split-inside-a-cluster config in_cluster, half_cluster and split_tiles can return (compiled and checked by the
 # offline tests).
@@ -625,50 +625,46 @@ HALF_CLUSTER_MAX_SHARE = 16
 def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
     """in_cluster's config with half as many CTAs per cluster, for when its clusters do not all fit at once
     (clusters of 8 fit 15 at a time on a 132-SM H100, of 4 30): None below 2 CTAs, or when a CTA's share of K
-    would pass HALF_CLUSTER_MAX_SHARE steps. Past that bound a 64-row tile of 128+ columns split 4 ways becomes the
-    half-width tile split 2 ways (as many CTAs, clusters of 2 fit 66 at a time; the workspace split lost to it after
+    would pass HALF_CLUSTER_MAX_SHARE steps. Past that bound a 64 x 128 tile split 4 ways becomes the 64 x 64 tile
+    split 2 ways (as many CTAs, clusters of 2 fit 66 at a time; the workspace split lost to it after
     the producer fix, NOTES sm90 68: e4m3 128 x 2048 x 14336 18.5 -> 16.8 us, bf16 128 x 2048 x 8192 20.0 -> 17.7)."""
     half = dataclasses.replace(cand, cluster_k=cand.cluster_k // 2)
     k_tiles = -(-k_bytes // ROW_BYTES)
     if half.cluster_k > 1 and _valid(half) and -(-k_tiles // half.cluster_k) <= HALF_CLUSTER_MAX_SHARE:
         return half
-    if cand.block_m == 64 and cand.block_n >= 128 and cand.cluster_k == 4:
-        narrow = dataclasses.replace(deepest(64, cand.block_n // 2), cluster_k=2)
-        return narrow if _valid(narrow) and narrow.cluster_k <= k_tiles else None
+    if (cand.block_m, cand.block_n, cand.cluster_k) == (64, 128, 4) and -(-k_tiles // 2) <= 2 * CLUSTER_K_MAX_SHARE:
+        return dataclasses.replace(NARROW, cluster_k=2)  # shares of up to 64 steps measured (bf16 128 x 2048 x 8192)
     return None
 
 
 def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -> tuple[Sm90Config, ...]:
     """For in_cluster's 64-row tile (64 x 64 or 64 x 128) split in clusters over one row block (M <= 64): `cand` and the
-    DECODE_SPLITS tiles whose CTAs fit one round of the SMs, most CTAs first (a cluster of 8's counted at
-    CLUSTER_8_COST), narrower first on ties; the caller takes the first whose clusters are all resident at once (30 of
-    4 and 15 of 8 on a 132-SM H100). Below SPLIT_TILES_MIN_STEPS K steps only a 64 x 128 tile split 4 ways is widened
-    (64 x 144-176 in fours), as measured there. Else just `cand`. Why: a split in clusters that do not all fit fell
-    back to the workspace, and one that fits with few CTAs left SMs idle. Measured on an H100 under CUDA-graph replay
-    (`small_m_cluster_wide_h100.json`, `sm90_cluster_k_wide_n_probe_s27_h100.json`, `sm90_split_tiles*_ab_h100.json`,
-    NOTES sm90 49, 68, 69): N = 4096 (32 tiles of 128 columns for 30 clusters of 4) runs 29 of 64 x 144, bf16 16 x 4096 x
-    4096 17.8 -> 16.6 us; N = 2048 (16 for 15 clusters of 8) 13 of 64 x 160, e4m3 16 x 2048 x 14336 16.6 -> 13.2; N =
-    2560-2880 30 of 64 x 96 in fours (120 CTAs, not 92 of 64 x 128), 0.86-0.93x the time; N = 4352-4864 (64 x 128 in pairs,
-    68-76 CTAs) 27-29 of 64 x 160-176 in fours, 0.77-0.84x. Wider tiles lose (64 x 224 / 256 in clusters of 8 at N = 3072:
-    0.93-1.09x / 1.04-1.22x), and so did 64 x 160 in eights at 4 KB of K (4 steps a CTA: e4m3 64 x 2304 x 4096 8.05 -> 8.33)."""
+    DECODE_SPLITS tiles whose CTAs fit one round of the SMs, most CTAs first, narrower first on ties; the caller takes
+    the first whose clusters are all resident at once (66 of 2, 30 of 4 and 15 of 8 on a 132-SM H100). Below
+    SPLIT_TILES_MIN_STEPS K steps only a 64 x 128 tile split 4 ways is widened (64 x 144-176 in fours), as measured
+    there. Else just `cand`. Why: a split in clusters that do not all fit fell back to the workspace, and one that fits
+    with few CTAs left SMs idle. Measured on an H100 under CUDA-graph replay (`small_m_cluster_wide_h100.json`,
+    `sm90_cluster_k_wide_n_probe_s27_h100.json`, `sm90_split_tiles*_ab_h100.json`, NOTES sm90 49, 68-70): N = 4096 (32
+    tiles of 128 columns for 30 clusters of 4) runs 29 of 64 x 144, bf16 16 x 4096 x 4096 17.8 -> 16.6 us; N = 2048 (16
+    for 15 clusters of 8) 13 of 64 x 160, e4m3 16 x 2048 x 14336 16.6 -> 13.2; N = 2560-2880 27-30 of 64 x 96 in fours
+    (108-120 CTAs, not 80-92 of 64 x 128), 0.86-0.93x the time; N = 4352-4864 (64 x 128 in pairs, 68-76 CTAs) 27-29 of
+    64 x 160-176 in fours, 0.77-0.84x. Wider tiles lose (64 x 224 / 256 in clusters of 8 at N = 3072: 0.93-1.09x /
+    1.04-1.22x), and so did 64 x 160 in eights at 4 KB of K (4 K steps a CTA: e4m3 64 x 2304 x 4096 8.05 -> 8.33 us)."""
     if cand.block_m != 64 or cand.block_n not in (64, 128) or cand.cluster_k == 1 or m > 64:
         return (cand,)
     pool = DECODE_SPLITS + (cand,)
     if -(-k_bytes // ROW_BYTES) < SPLIT_TILES_MIN_STEPS:
         pool = tuple(c for c in pool if c == cand or (cand.block_n == 128 and cand.cluster_k == c.cluster_k == 4
                                                       and c.block_n > 128))
-
-    def weight(c):
-        return c.ctas(m, n) * c.cluster_k * (CLUSTER_8_COST if c.cluster_k == 8 else 1.0)
-
     fits = [c for c in dict.fromkeys(pool) if c.ctas(m, n) * c.cluster_k <= sm_count]
-    return tuple(sorted(fits, key=lambda c: (-weight(c), c.block_n))) or (cand,)
+    by_ctas = sorted(fits, key=lambda c: (-c.ctas(m, n) * c.cluster_k, c.block_n))
+    return tuple(by_ctas) or (cand,)
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k) can give a variant
-    that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no 192-row tile
-    (TALL, TALL_FIT) for TALL_SPILLS."""
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k) can give a
+    variant that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no 192-row
+    tile (TALL, TALL_FIT) for TALL_SPILLS."""
     menus = SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
     return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c.block_m == 192 and (acc, out) in TALL_SPILLS))

@@ -343,7 +343,7 @@ def test_tall_tiles_are_checked_and_picked_from_their_min_m():
 
 
 def test_decode_splits_take_the_most_ctas_whose_clusters_fit():
-    from gn_mm.sm90_config import DECODE, DECODE_SPLITS, in_cluster, split_tiles
+    from gn_mm.sm90_config import DECODE, DECODE_SPLITS, NARROW, in_cluster, split_tiles
 
     k4, k8 = in_cluster(DECODE, 4, 8192, 16), in_cluster(DECODE, 8, 16384, 16)
     names = lambda cs: [c.name.replace("sm90_", "") for c in cs]  # noqa: E731
@@ -352,8 +352,10 @@ def test_decode_splits_take_the_most_ctas_whose_clusters_fit():
     assert names(split_tiles(k4, 16, 4096, 8192, 132)[:3]) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4", "64x160_s7_g8_c1_k4"]
     # N = 2048: 16 of 64 x 128 in clusters of 8 first (the caller finds 15 fit on an H100), then 13 of 160 columns
     assert names(split_tiles(k8, 16, 2048, 8192, 132)[:3]) == ["64x128_s8_g8_c1_k8", "64x160_s7_g8_c1_k8", "64x96_s10_g8_c1_k4"]
-    assert split_tiles(k4, 1, 2880, 8192, 132)[0].name == "sm90_64x96_s10_g8_c1_k4"  # 120 CTAs; 64 x 192 in eights weigh 108
-    assert split_tiles(k4, 16, 2304, 8192, 132)[0].name == "sm90_64x160_s7_g8_c1_k8"  # 120 x 0.9 against 96 of 64 x 96
+    assert split_tiles(k4, 1, 2880, 8192, 132)[0].name == "sm90_64x96_s10_g8_c1_k4"  # 120 CTAs, not 92 of 64 x 128
+    assert split_tiles(k4, 16, 2304, 8192, 132)[0].name == "sm90_64x160_s7_g8_c1_k8"  # 120 CTAs against 96 of 64 x 96
+    pair = dataclasses.replace(NARROW, cluster_k=2)  # 128 CTAs either way at N = 4096: the narrower tile first
+    assert names(split_tiles(pair, 64, 4096, 8192, 132)[:2]) == ["64x64_s13_g8_c1_k2", "64x128_s8_g8_c1_k4"]
     assert split_tiles(k4, 128, 2048, 8192, 132) == (k4,)  # two row blocks: half_cluster's route
     k2 = in_cluster(DECODE, 2, 8192, 16)
     assert split_tiles(k2, 16, 14336, 8192, 132) == (k2,)  # nothing else fits one round
@@ -364,6 +366,7 @@ def test_decode_splits_take_the_most_ctas_whose_clusters_fit():
     assert names(split_tiles(k4, 16, 4096, 4096, 132)) == ["64x128_s8_g8_c1_k4", "64x144_s8_g8_c1_k4",
                                                             "64x160_s7_g8_c1_k4", "64x176_s6_g8_c1_k4"]
     assert split_tiles(k8, 16, 2048, 4096, 132) == (k8,)
+    assert split_tiles(k8, 16, 2048, 128 * 63, 132) == (k8,)  # 63 steps
     for c in DECODE_SPLITS:
         c.check()
         assert c.block_m == 64 and c.cluster_k in (4, 8) and c.stages >= 5 and c.block_n % (4 * c.cluster_k) == 0
@@ -426,3 +429,4 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
                         for p in picks:
                             assert p in menus[(acc, out)], (acc, out, m, n, kb, dram, p.name)
                             assert Sm90Config.parse(p.name) == p and dataclasses.replace(p) == p
+                            assert p.cluster_k <= -(-kb // 128), (m, n, kb, p.name)  # every CTA gets K steps
