@@ -15,7 +15,7 @@ from .dtypes import ACC_DTYPES, BY_NAME, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
 from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,
-                          share_a, split_tiles, whole_k)
+                          share_a, split_tiles, split_wider, whole_k)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -211,6 +211,10 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                                                       gpu.sm_count, gpu.dram_tbs), m, n, gpu.sm_count, device)
             if plan is not None:
                 return plan
+            # Else a narrow lone tile with a long K: a wider one split 2 ways through the workspace.
+            wider = split_wider(cfg, splits, m, n, k_bytes, gpu.sm_count)
+            if wider is not None:
+                cfg, splits = wider, 2
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
         if config is None and splits == 1:

@@ -571,6 +571,39 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     return tuple(found)
 
 
+
+# Past FIT_MAX_M with a long K, where the pick is a narrow lone tile with the whole K in one round (64 x 128 over M =
+# 288-1024 x N = 1024-2560, 128 x 80-96 at N = 1024-4096): those stream 80-90 GB/s into each SM at a third to a half of
+# the tensor rate. A tile of twice the area or more split 2 ways through the workspace (as many CTAs, half the K each)
+# moves fewer bytes per flop. Forced configs (H100, `sm90_split_wider_probe_h100.json`, graph replay, 3 interleaved
+# rounds, new / old time) at 28 KB of K: bf16 1024 x 1024 (64 x 128 -> 128 x 128) 0.79, 512 x 2048 0.83, 384 x 3072
+# (128 x 80 -> 128 x 160) 0.86, 768 x 2048 (128 x 96 -> 128 x 192) 0.95, 512 x 3072 0.99; at 14-16 KB (e4m3 x 14336,
+# bf16 x 8192) the same pairs 0.95-1.30 (the split's second launch is then a larger share); wider picks lost (128 x 144
+# -> 192 x 192 at 768 x 3072: 1.21, 128 x 128 -> 128 x 256 at 1024 x 2048: 1.18). A/B of the rule against the
+# heuristic without it (`sm90_split_wider_ab_h100.json`, bf16 / e4m3 / tf32 / s8, M = 288-1280 x N = 1024-3072 x
+# 20-56 KB of K, 80 shapes): 64 x 128 and 128 x 80 picks 0.814x the time (0.62-0.99; bf16 1024 x 1024 x 14336 61.3 ->
+# 48.5 us, 1280 x 1024 x 28672 173.6 -> 111.1, torch 102.0); 128 x 96 picks (`sm90_split_wider96_ab_h100.json`, 72
+# shapes) 0.92-1.05 at 20-28 KB, 0.83-1.05 at 40 KB, 0.69-0.89 at 56 KB (their whole-K time grows faster than K there:
+# s8 1024 x 1536 110.6 us at 40 KB, 171.5 at 56), hence the least K by the pick's area (up to the key).
+SPLIT_WIDER_MIN_K_BYTES = {128 * 80: 20480, 128 * 96: 49152}
+SPLIT_WIDER_TILES = BALANCE_TILES
+
+
+def split_wider(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config | None:
+    """For m > FIT_MAX_M and a lone pick `cfg` with the whole K (`splits` 1) in one round, whose area allows a split
+    at `k_bytes` (SPLIT_WIDER_MIN_K_BYTES): the SPLIT_WIDER_TILES tile of at least twice its area whose CTAs, split 2
+    ways, make one round that fills WHOLE_K_FILL of it (the most CTAs, then the smaller tile); the caller runs it split
+    2 ways through the workspace. Else None."""
+    area = cfg.block_m * cfg.block_n
+    least = next((kb for most, kb in SPLIT_WIDER_MIN_K_BYTES.items() if area <= most), None)
+    if not (m > FIT_MAX_M and splits == 1 and cfg.cluster == 1 and least is not None and k_bytes >= least
+            and cfg.ctas(m, n) <= sm_count):
+        return None
+    fits = [c for c in SPLIT_WIDER_TILES if c.block_m * c.block_n >= 2 * area
+            and WHOLE_K_FILL * sm_count <= 2 * c.ctas(m, n) <= sm_count]
+    return min(fits, key=lambda c: (-c.ctas(m, n), c.block_m * c.block_n), default=None)
+
+
 # The 64-row tiles a K split inside clusters may run as instead of in_cluster's 64 x 64 / 64 x 128 split 2, 4 or 8 ways
 # (see split_tiles). In a cluster of 8 each CTA adds up a block_n / 8 slice of whole 4-column groups, so those widths
 # step by 32. (64 x 192 in eights never has more CTAs than 64 x 96 in fours where its clusters fit: not offered.)
@@ -662,9 +695,10 @@ def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -
 
 
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k) can give a
-    variant that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums, no 192-row
-    tile (TALL, TALL_FIT) for TALL_SPILLS."""
-    menus = SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k, split_wider)
+    can give a variant that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums,
+    no 192-row tile (TALL, TALL_FIT) for TALL_SPILLS."""
+    menus = (SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
+             + SPLIT_WIDER_TILES)
     return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c.block_m == 192 and (acc, out) in TALL_SPILLS))

@@ -79,6 +79,7 @@ def main() -> None:
         print(i, dt, m, n, k, row["old_cfg"], row["new_cfg"], row["old_us"], row["new_us"], row.get("peer_us"),
               row["new/old"], f"{time.time() - t0:.0f}s", flush=True)
         del sets, first
+        json.dump(out, open(args.out, "w"), indent=1)  # so far: a run cut short keeps its rows
     ratios = [math.log(r["new/old"]) for r in out["rows"]]
     out["geomean_new_over_old"] = round(math.exp(sum(ratios) / len(ratios)), 4)
     json.dump(out, open(args.out, "w"), indent=1)

@@ -325,6 +325,46 @@ def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster()
                     assert all(0.8 * 132 <= c.ctas(m, n) * c.cluster_k <= 132 for c in cands)
 
 
+def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
+    """split_wider (NOTES sm90 71): past FIT_MAX_M, a lone 64 x 128 / 128 x 80 pick with the whole K in one round runs
+    as a tile of twice its area or more split 2 ways from 20 KB of K (128 x 96 picks from 48 KB), the split's CTAs one
+    round filling WHOLE_K_FILL of it; never wider picks, clusters, splits already taken, or fit's M."""
+    from gn_mm.config import choose_splits
+    from gn_mm.sm90_config import (BALANCE_TILES, WHOLE_K_FILL, Sm90Config, choose_sm90, deepest, heuristic_configs,
+                                   split_wider, whole_k)
+
+    def pick(m, n, k_bytes):
+        cfg = choose_sm90(m, n, k_bytes, 132)
+        splits = 1 if whole_k(cfg, m, n, k_bytes, 132) else choose_splits(m, n, k_bytes, cfg, 132, "f32")
+        wider = split_wider(cfg, splits, m, n, k_bytes, 132)
+        return cfg.name, wider and wider.name
+
+    assert pick(1024, 1024, 28672) == ("sm90_64x128_s8_g8_c1", "sm90_128x128_s6_g8_c1")  # 0.79x the time
+    assert pick(512, 2048, 20480) == ("sm90_64x128_s8_g8_c1", "sm90_128x128_s6_g8_c1")
+    assert pick(384, 3072, 28672) == ("sm90_128x80_s7_g8_c1", "sm90_128x160_s5_g8_c1")
+    assert pick(1280, 1024, 28672) == ("sm90_128x80_s7_g8_c1", "sm90_128x176_s5_g8_c1")  # 120 CTAs, not 96 of 128 x 192
+    assert pick(1024, 1024, 16384)[1] is None and pick(384, 3072, 20479)[1] is None  # 16 KB: up to 1.16x
+    assert pick(768, 2048, 40960) == ("sm90_128x96_s6_g8_c1", None)  # 128 x 96: 0.83-1.05 at 40 KB
+    assert pick(768, 2048, 57344) == ("sm90_128x96_s6_g8_c1", "sm90_128x192_s4_g8_c1")
+    assert pick(768, 3072, 57344)[1] is None and pick(1024, 2048, 57344)[1] is None  # wider picks lost
+    assert pick(256, 2048, 57344)[1] is None  # fit's M
+    lone = deepest(64, 128)
+    assert split_wider(lone, 2, 1024, 1024, 28672, 132) is None  # already split
+    from dataclasses import replace
+    assert split_wider(replace(lone, cluster_n=2), 1, 1024, 1024, 28672, 132) is None  # clustered
+    assert split_wider(Sm90Config(64, 128, 8), 1, 1024, 4096, 28672, 132) is None  # two rounds of the pick
+    menu = set(heuristic_configs("f32", "bf16"))
+    for m in range(257, 3073, 61):
+        for n in range(1024, 8193, 256):
+            for k_bytes in (20480, 28672, 57344):
+                cfg = choose_sm90(m, n, k_bytes, 132)
+                wider = split_wider(cfg, 1, m, n, k_bytes, 132)
+                if wider is not None:
+                    assert wider in BALANCE_TILES and wider in menu
+                    assert wider.block_m * wider.block_n >= 2 * cfg.block_m * cfg.block_n
+                    assert WHOLE_K_FILL * 132 <= 2 * wider.ctas(m, n) <= 132
+
+
 def test_tall_tiles_are_checked_and_picked_from_their_min_m():
     """192-row tiles: three consumers compile for 128 registers per thread, so at most 192 columns and no clusters;
     `balance` offers the 192 x 192 one from TALL_MIN_M rows, with the whole K."""

@@ -213,6 +213,31 @@ def test_balanced_tiles_past_fit():
         _check(c, a64 @ w64.t(), "bf16")
 
 
+@pytest.mark.parametrize("case", [("bf16", "bf16", "f32", "bf16", 1000, 1000, 10248, "sm90_128x128_s6_g8_c1"),
+                                  ("bf16", "bf16", "f32", "f32", 380, 3050, 14336, "sm90_128x160_s5_g8_c1"),
+                                  ("s8", "u8", "s32", "s32", 1000, 1000, 20488, "sm90_128x128_s6_g8_c1"),
+                                  ("e4m3", "e4m3", "f32", "bf16", 1270, 1000, 28680, "sm90_128x176_s5_g8_c1"),
+                                  ("f16", "f16", "f32", "f16", 700, 2000, 24576, "sm90_128x192_s4_g8_c1"),
+                                  ("tf32", "tf32", "f32", "f32", 1000, 1000, 5128, "sm90_128x128_s6_g8_c1")],
+                         ids=lambda c: "{}x{}->{}->{} {}x{}x{}".format(*c[:7]))
+def test_split_wider_picks_split_two_ways(case):
+    """Past fit's M with a long K, narrow lone picks run as a tile of twice the area split 2 ways through the workspace
+    (split_wider, NOTES sm90 71): the heuristic's plan, and the result against float64 / exact references, ragged in
+    M, N and K, with per-row / per-column scales and a bias for the 8-bit inputs into floats."""
+    ta, tb, acc, out, m, n, k, name = case
+    gpu = api._gpu(torch.cuda.current_device())
+    v = variants.find(ta, tb, acc)
+    plan = api._plan(v, out, m, n, k * BY_NAME[ta].bits // 8, gpu, None, None)
+    assert plan.config.name == name and plan.splits == 2, (plan.config.name, plan.splits)
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[ta], m, k, dev)
+    w, w64 = _rand(BY_NAME[tb], n, k, dev)
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, ta == "e4m3")
+    c = _poison(m, n, OUT_DTYPES[out], dev)
+    gn_mm.mm(a, w.t(), out=c, **kw)
+    _check(c, ref, out, INPUT_TOL.get(ta, 0.0))
+
+
 def test_decode_shapes_split_k_on_wgmma():
     gpu = api._gpu(torch.cuda.current_device())
     bf16 = variants.find("bf16", "bf16", "f32")
