@@ -204,11 +204,11 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
                 plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device)
                 if plan is not None:
                     return plan
-                cand = half_cluster(cand, k_bytes)  # not every cluster resident at once (NOTES sm90 49)
+                cand = half_cluster(cand, k_bytes, m)  # not every cluster resident at once (NOTES sm90 49)
         if auto and variant.acc != "f16":
             # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
-            plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, BY_NAME[variant.a].bits,
-                                                      gpu.sm_count, gpu.dram_tbs), m, n, gpu.sm_count, device)
+            plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, gpu.sm_count, gpu.dram_tbs), m, n,
+                                   gpu.sm_count, device)
             if plan is not None:
                 return plan
             # Else a narrow lone tile with a long K: a wider one split 2 ways through the workspace.

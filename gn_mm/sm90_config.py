@@ -499,7 +499,7 @@ def _valid(cfg: Sm90Config) -> bool:
         return False
 
 
-# M = 257..1024 with a long K: 128-row tiles split 4 (or 2) ways in clusters, the narrowest width whose clusters fill
+# M = 257..1024 with a long K: 128-row tiles split 4 ways in clusters, the narrowest width whose clusters fill
 # one round of the SMs (LONG_K_FILL of it at least), where the heuristic's 64 x 128 tiles split through the workspace
 # made two to four rounds and a second launch, or its 64 x 128 / lone 128 x 80-96 tiles made one slow round. A/B
 # against the heuristic without it (M = 272-512 x N = 1024-4096, bf16 / f16 / tf32 / e4m3 / s8 at 224 and 448 k-steps,
@@ -513,16 +513,17 @@ def _valid(cfg: Sm90Config) -> bool:
 # at 512 x 4096 (1.02-1.09). H200 (`sm90_long_k_ab3_h200.json`, faster DRAM): fours 0.85-0.97 but tf32 320 x 2048 x
 # 14336 1.045; pairs that count 1.08 of the work (64 x 128 tiles over M = 272-320, 20-29% of the 128-row tiles past M)
 # 1.045-1.067 where the H100 had 0.86-0.91, those counting 0.72-1.00 0.76-0.97. M = 544-1024 (NOTES sm90 60), the 78
-# shapes the rule changes: 0.862x the time on an H100 (`sm90_long_k_final3_h100.json`), 0.892 on an H200.
+# shapes the rule changes: 0.862x the time on an H100 (`sm90_long_k_final3_h100.json`), 0.892 on an H200. The pairs
+# were dropped in the twenty-eighth session (NOTES sm90 72): the same tiles split 2 ways through the workspace beat them
+# by 0.78-0.98x (`sm90_pairs_vs_workspace_probe_h100.json`), and split_wider takes those shapes. The fours stay: against
+# the same tile split 4 ways through the workspace 0.92-1.07x (`sm90_fours_vs_workspace_probe_h100.json`).
 LONG_K_MAX_M, LONG_K_FILL = 1024, 0.8
-# By the cluster size: the least k-steps; the widest tile (pairs of 128 x 208 at M = 544-640 x N = 2560: bf16
-# 1.03-1.05 on an H100, `sm90_long_k_final3_h100.json`); the most of the heuristic plan's counted work a candidate may
+# By the cluster size: the least k-steps; the widest tile; the most of the heuristic plan's counted work a candidate may
 # do (the count ignores the workspace split's second launch: the fours that won counted 0.94-1.06 of it, those that
 # lost 1.15+); the least workspace splits of the heuristic's plan it may replace (fours against the whole K of 64-row
 # tiles: 0.99-1.05 at 128 k-steps, 1.09-1.25 at 64, `sm90_long_k_short_h100.json`; against 2 splits in one round
 # 0.98-1.04 on an H200, `sm90_long_k_m1024_probe_h200.json`; against 3+ splits 0.87-0.96 at 128, 0.84-0.94 at 192).
-LONG_K_SIZES = {4: (128, 208, 1.1, 3), 2: (400, 192, 1.05, 1)}
-LONG_K_PAIR_MIN_BITS = 16  # the input width from which pairs are tried
+LONG_K_SIZES = {4: (128, 208, 1.1, 3)}
 # M = 65..128 (one 128-row block, where the heuristic runs two rows of 64-row tiles with the whole K): 128-row tiles
 # split 2 ways in clusters, every input width, widths down to 32 columns, each from ONE_BLOCK_MIN_STEPS k-steps. Forced
 # on an H200 (`sm90_m128_long_k_probe_h200.json`, NOTES sm90 62): 128 x 64 pairs against 64 x 64 tiles in clusters
@@ -540,15 +541,15 @@ ONE_BLOCK_WIDTHS = tuple(ONE_BLOCK_MIN_STEPS_FAST)  # every width either table m
 ONE_BLOCK_MIN_M = 65
 
 
-def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int,
-           sm_count: int, dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
+def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, sm_count: int,
+           dram_tbs: float = 3.35) -> tuple[Sm90Config, ...]:
     """For FIT_MAX_M < m <= LONG_K_MAX_M (and one 128-row block, ONE_BLOCK_MIN_M <= m <= 128, unless `cfg` is one of
     `pair_tile`'s pairs wider than 64 columns: pairs of ONE_BLOCK_WIDTHS from ONE_BLOCK_MIN_STEPS k-steps, or
-    ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of BALANCE_WIDTHS split 4, then 2 (for inputs of
-    LONG_K_PAIR_MIN_BITS `bits` or more), ways inside a cluster, within LONG_K_SIZES' bounds for that size (k-steps,
-    width, counted work against `cfg` split `splits` ways, the least `splits` replaced), whose CTAs fit one round and
-    fill LONG_K_FILL of it: the two narrowest of each size (the caller takes the first whose clusters are all resident
-    at once: 30 clusters of 4 on a 132-SM H100); else none."""
+    ONE_BLOCK_MIN_STEPS_FAST with `dram_tbs` of ONE_BLOCK_FAST_DRAM_TBS or more, every input width): 128-row tiles of
+    BALANCE_WIDTHS split 4 ways inside a cluster, within LONG_K_SIZES' bounds (k-steps, width, counted work against
+    `cfg` split `splits` ways, the least `splits` replaced), whose CTAs fit one round and fill LONG_K_FILL of it: the
+    two narrowest of each size (the caller takes the first whose clusters are all resident at once: 30 clusters of 4
+    on a 132-SM H100); else none."""
     one_block = ONE_BLOCK_MIN_M <= m <= 128
     if one_block and cfg in PAIR_CONFIGS[1:]:  # wide pairs beat these splits (H200 0.89-0.98x, NOTES sm90 65)
         return ()
@@ -561,7 +562,7 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, bits: int
     rows, steps, budget, found = -(-m // 128), -(-k_bytes // ROW_BYTES), work(cfg, splits), []
     least_steps = ONE_BLOCK_MIN_STEPS_FAST if dram_tbs >= ONE_BLOCK_FAST_DRAM_TBS else ONE_BLOCK_MIN_STEPS
     for ck, (least, widest, gain, least_splits) in (ONE_BLOCK_SIZES if one_block else LONG_K_SIZES).items():
-        if (ck == 2 and bits < LONG_K_PAIR_MIN_BITS and not one_block) or splits < least_splits or steps < least:
+        if splits < least_splits or steps < least:
             continue
         widths = [w for w in (ONE_BLOCK_WIDTHS if one_block else BALANCE_WIDTHS) if w <= widest and w % (4 * ck) == 0
                   and LONG_K_FILL * sm_count <= ck * rows * -(-n // w) <= sm_count
@@ -655,18 +656,22 @@ def in_cluster(cfg: Sm90Config, splits: int, k_bytes: int, m: int) -> Sm90Config
 HALF_CLUSTER_MAX_SHARE = 16
 
 
-def half_cluster(cand: Sm90Config, k_bytes: int) -> Sm90Config | None:
+def half_cluster(cand: Sm90Config, k_bytes: int, m: int) -> Sm90Config | None:
     """in_cluster's config with half as many CTAs per cluster, for when its clusters do not all fit at once
     (clusters of 8 fit 15 at a time on a 132-SM H100, of 4 30): None below 2 CTAs, or when a CTA's share of K
     would pass HALF_CLUSTER_MAX_SHARE steps. Past that bound a 64 x 128 tile split 4 ways becomes the 64 x 64 tile
-    split 2 ways (as many CTAs, clusters of 2 fit 66 at a time; the workspace split lost to it after
-    the producer fix, NOTES sm90 68: e4m3 128 x 2048 x 14336 18.5 -> 16.8 us, bf16 128 x 2048 x 8192 20.0 -> 17.7)."""
+    split 2 ways (as many CTAs, clusters of 2 fit 66 at a time; the workspace split lost to it after the producer
+    fix, NOTES sm90 68: e4m3 128 x 2048 x 14336 18.5 -> 16.8 us, bf16 128 x 2048 x 8192 20.0 -> 17.7), for shares of
+    up to CLUSTER_K_MAX_SHARE steps, or twice that for up to two row blocks (M <= 128): at M = 192-256 shares of 56
+    steps lost to 4 workspace splits (bf16 256 x 1024 x 7168 15.4 against 13.6 us, e4m3 x 14336 16.2 / 14.0, NOTES
+    sm90 72)."""
     half = dataclasses.replace(cand, cluster_k=cand.cluster_k // 2)
     k_tiles = -(-k_bytes // ROW_BYTES)
     if half.cluster_k > 1 and _valid(half) and -(-k_tiles // half.cluster_k) <= HALF_CLUSTER_MAX_SHARE:
         return half
-    if (cand.block_m, cand.block_n, cand.cluster_k) == (64, 128, 4) and -(-k_tiles // 2) <= 2 * CLUSTER_K_MAX_SHARE:
-        return dataclasses.replace(NARROW, cluster_k=2)  # shares of up to 64 steps measured (bf16 128 x 2048 x 8192)
+    longest = CLUSTER_K_MAX_SHARE * (2 if m <= 128 else 1)
+    if (cand.block_m, cand.block_n, cand.cluster_k) == (64, 128, 4) and -(-k_tiles // 2) <= longest:
+        return dataclasses.replace(NARROW, cluster_k=2)
     return None
 
 

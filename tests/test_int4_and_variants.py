@@ -138,7 +138,7 @@ def test_sm90_tile_choice_wastes_no_sms_on_small_m():
     for n, w in ((5120, 80), (6144, 96), (8192, 128), (11008, 176)):
         cfg = choose_sm90(128, n, 16384, 132, dram_tbs=4.8)
         assert cfg == PAIR_CONFIGS[(w - 64) // 16] and cfg.block_n == w, (n, cfg.name)
-        assert long_k(cfg, 1, 128, n, 16384, 16, 132, 4.8) == ()
+        assert long_k(cfg, 1, 128, n, 16384, 132, 4.8) == ()
     assert choose_sm90(128, 12288, 16384, 132).block_m == 128  # 64 x 192 pairs were not measured: 128-row fit tiles
 
 
@@ -258,20 +258,22 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
     assert in_cluster(LARGE[0], 2, 8192, 256) is None  # 2-CTA B-multicast clusters split through the workspace
     from gn_mm.sm90_config import HALF_CLUSTER_MAX_SHARE, half_cluster
     k8 = in_cluster(DECODE, 8, 4096, 16)  # 32 K steps
-    k4 = half_cluster(k8, 4096)
-    assert k4.cluster_k == 4 and half_cluster(k4, 4096).cluster_k == 2  # shares of 8, then 16 steps
-    assert half_cluster(half_cluster(k4, 4096), 4096) is None  # no cluster of one
-    assert half_cluster(k4, 8192).name == "sm90_64x64_s13_g8_c1_k2"  # 2 CTAs would take 32 steps: half-width tiles
-    assert half_cluster(half_cluster(k4, 8192), 8192) is None
-    assert half_cluster(in_cluster(NARROW, 4, 8192, 16), 8192) is None  # 64 x 64 tiles do not narrow
-    assert half_cluster(k8, 128 * 4 * (HALF_CLUSTER_MAX_SHARE + 1)) is None  # shares too long for 4 CTAs
+    k4 = half_cluster(k8, 4096, 16)
+    assert k4.cluster_k == 4 and half_cluster(k4, 4096, 16).cluster_k == 2  # shares of 8, then 16 steps
+    assert half_cluster(half_cluster(k4, 4096, 16), 4096, 16) is None  # no cluster of one
+    assert half_cluster(k4, 8192, 16).name == "sm90_64x64_s13_g8_c1_k2"  # 2 CTAs would take 32 steps: half-width tiles
+    assert half_cluster(half_cluster(k4, 8192, 16), 8192, 16) is None
+    assert half_cluster(in_cluster(NARROW, 4, 8192, 16), 8192, 16) is None  # 64 x 64 tiles do not narrow
+    assert half_cluster(k8, 128 * 4 * (HALF_CLUSTER_MAX_SHARE + 1), 16) is None  # shares too long for 4 CTAs
+    assert half_cluster(k4, 14336, 128).name == "sm90_64x64_s13_g8_c1_k2"  # 56 steps: faster at M = 128
+    assert half_cluster(k4, 14336, 256) is None and half_cluster(k4, 8192, 256) is not None  # not at M = 192-256
     from gn_mm.sm90_config import SM90_CONFIGS, SPLIT_CLUSTERS
     for cfg in SM90_CONFIGS:  # whatever in_cluster gives, halved, is a compiled (offline-tested) config
         for splits in (2, 4, 8):
             c = in_cluster(cfg, splits, 128 * 8, 64)
             while c is not None:
                 assert c in SPLIT_CLUSTERS, c.name
-                c = half_cluster(c, 128 * 8)
+                c = half_cluster(c, 128 * 8, 64)
     cfg = in_cluster(DECODE, 4, 8192, 16)
     assert Sm90Config.parse(cfg.name) == cfg and cfg.name.endswith("_k4") and cfg.threads == DECODE.threads
     for bad in (dict(cluster_k=3), dict(cluster_k=2, cluster_m=2), dict(cluster_k=8, block_n=8),
@@ -281,48 +283,43 @@ def test_split_inside_a_cluster_only_for_short_nonempty_shares():
 
 
 def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster():
-    """long_k (NOTES sm90 58-60): 128-row tiles split 4 ways in clusters in place of 3+ workspace splits from 128
-    k-steps, pairs only for 16/32-bit inputs at 400+ k-steps, nothing where the padded tiles count more work (N = 1024)
-    or outside M = 257..1024 (and one 128-row block, M = 65..128); every candidate is a compiled (offline-tested) config."""
+    """long_k (NOTES sm90 58-60, 72): 128-row tiles split 4 ways in clusters in place of 3+ workspace splits from 128
+    k-steps (no pairs: the same tiles split 2 ways through the workspace beat them, and split_wider takes those
+    shapes), nothing where the padded tiles count more work (N = 1024) or outside M = 257..1024 (and one 128-row
+    block, M = 65..128); every candidate is a compiled (offline-tested) config."""
     from gn_mm.config import choose_splits
     from gn_mm.sm90_config import LONG_K_CONFIGS, choose_sm90, long_k, whole_k
 
-    def picks(m, n, k_bytes, bits, dram_tbs=3.35):
+    def picks(m, n, k_bytes, dram_tbs=3.35):
         cfg = choose_sm90(m, n, k_bytes, 132, dram_tbs)
         splits = 1 if whole_k(cfg, m, n, k_bytes, 132) else choose_splits(m, n, k_bytes, cfg, 132, "f32")
-        return [c.name for c in long_k(cfg, splits, m, n, k_bytes, bits, 132, dram_tbs)]
+        return [c.name for c in long_k(cfg, splits, m, n, k_bytes, 132, dram_tbs)]
 
     # One 128-row block (M = 65..128, NOTES sm90 62): 32- and 48-column pairs everywhere, wider ones only with the
     # H200's DRAM (they lost up to 7.5% on an H100); nothing at M <= 64 or past 128 below fit's M.
-    assert picks(128, 3072, 28672, 16) == ["sm90_128x48_s8_g8_c1_k2"]
-    assert picks(72, 2048, 4096, 16) == ["sm90_128x32_s9_g8_c1_k2"]
-    assert picks(128, 3072, 4096, 8) == []  # 48 columns at 32 steps: 1.05 on the H100
-    assert picks(128, 3072, 4096, 8, 4.8) == ["sm90_128x48_s8_g8_c1_k2"]
-    assert picks(128, 4096, 28672, 16) == [] and picks(128, 4096, 28672, 16, 4.8) == ["sm90_128x64_s8_g8_c1_k2"]
-    assert picks(128, 8192, 8192, 16, 4.8) == []  # 128 columns at 64 steps: up to 1.28
-    assert picks(64, 2048, 8192, 16) == picks(200, 2048, 28672, 16) == []
+    assert picks(128, 3072, 28672) == ["sm90_128x48_s8_g8_c1_k2"]
+    assert picks(72, 2048, 4096) == ["sm90_128x32_s9_g8_c1_k2"]
+    assert picks(128, 3072, 4096) == []  # 48 columns at 32 steps: 1.05 on the H100
+    assert picks(128, 3072, 4096, 4.8) == ["sm90_128x48_s8_g8_c1_k2"]
+    assert picks(128, 4096, 28672) == [] and picks(128, 4096, 28672, 4.8) == ["sm90_128x64_s8_g8_c1_k2"]
+    assert picks(128, 8192, 8192, 4.8) == []  # 128 columns at 64 steps: up to 1.28
+    assert picks(64, 2048, 8192) == picks(200, 2048, 28672) == []
 
-    assert picks(384, 2048, 28672, 16)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 64 x 128 split 4 ways: 3 rounds
-    assert picks(384, 2048, 28672, 8)[-1] == "sm90_128x208_s4_g8_c1_k4"  # fours for 8-bit inputs too
-    assert picks(384, 3072, 57344, 16) == ["sm90_128x144_s5_g8_c1_k2", "sm90_128x160_s5_g8_c1_k2"]
-    assert picks(384, 3072, 57344, 8) == []  # 8-bit pairs lost at 448 steps
-    assert picks(384, 3072, 28672, 16) == []  # 224 steps: too short for pairs
-    assert picks(320, 3072, 57344, 16) == []  # pairs counting 1.08x the work of 64 x 128 tiles (lost on the H200)
-    assert picks(320, 1024, 28672, 16) == []  # 128 x 112 in fours counts 1.38x the work of 64 x 128 split 3 ways
-    assert picks(512, 4096, 57344, 16) == []  # 128 x 256 pairs lost
-    assert picks(256, 2048, 28672, 16) == picks(1040, 2048, 57344, 16) == []  # fit's M, past LONG_K_MAX_M
-    assert picks(320, 2048, 128 * 128, 16)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 128 steps, in place of 3 splits
-    assert picks(320, 2048, 128 * 127, 16) == []
-    assert picks(384, 2048, 128 * 128, 16) == []  # 64 x 128 tiles keep the whole K: fours only replace splits
-    assert picks(608, 768, 28672, 16) == []  # nor 2 splits in one round
-    assert picks(768, 1024, 57344, 16)[-1] == "sm90_128x208_s4_g8_c1_k4" and picks(640, 2560, 57344, 16) == []
+    assert picks(384, 2048, 28672)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 64 x 128 split 4 ways: 3 rounds
+    assert picks(384, 3072, 57344) == picks(1024, 1024, 57344) == []  # no pairs (split_wider's shapes)
+    assert picks(320, 1024, 28672) == []  # 128 x 112 in fours counts 1.38x the work of 64 x 128 split 3 ways
+    assert picks(256, 2048, 28672) == picks(1040, 2048, 57344) == []  # fit's M, past LONG_K_MAX_M
+    assert picks(320, 2048, 128 * 128)[-1] == "sm90_128x208_s4_g8_c1_k4"  # 128 steps, in place of 3 splits
+    assert picks(320, 2048, 128 * 127) == []
+    assert picks(384, 2048, 128 * 128) == []  # 64 x 128 tiles keep the whole K: fours only replace splits
+    assert picks(608, 768, 28672) == []  # nor 2 splits in one round
+    assert picks(768, 1024, 57344)[-1] == "sm90_128x208_s4_g8_c1_k4" and picks(640, 2560, 57344) == []
     for m in range(257, 1025, 37):
         for n in range(1024, 6145, 512):
             for k_bytes in (28672, 57344, 114688):
-                for bits in (8, 16):
-                    cands = long_k(choose_sm90(m, n, k_bytes, 132), 1, m, n, k_bytes, bits, 132)
-                    assert all(c in LONG_K_CONFIGS for c in cands)
-                    assert all(0.8 * 132 <= c.ctas(m, n) * c.cluster_k <= 132 for c in cands)
+                cands = long_k(choose_sm90(m, n, k_bytes, 132), 1, m, n, k_bytes, 132)
+                assert all(c in LONG_K_CONFIGS and c.cluster_k == 4 for c in cands)
+                assert all(0.8 * 132 <= c.ctas(m, n) * c.cluster_k <= 132 for c in cands)
 
 
 def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
@@ -346,6 +343,7 @@ def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
     assert pick(1024, 1024, 16384)[1] is None and pick(384, 3072, 20479)[1] is None  # 16 KB: up to 1.16x
     assert pick(768, 2048, 40960) == ("sm90_128x96_s6_g8_c1", None)  # 128 x 96: 0.83-1.05 at 40 KB
     assert pick(768, 2048, 57344) == ("sm90_128x96_s6_g8_c1", "sm90_128x192_s4_g8_c1")
+    assert pick(640, 2560, 57344) == ("sm90_128x112_s6_g8_c1", None)  # twice 128 x 112: e4m3 1.035x (NOTES sm90 72)
     assert pick(768, 3072, 57344)[1] is None and pick(1024, 2048, 57344)[1] is None  # wider picks lost
     assert pick(256, 2048, 57344)[1] is None  # fit's M
     lone = deepest(64, 128)
@@ -463,9 +461,9 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
                         cand = in_cluster(cfg, splits, kb, m) if splits > 1 and acc != "f16" else None
                         while cand is not None:
                             picks += [cand, *split_tiles(cand, m, n, kb, 132)]
-                            cand = half_cluster(cand, kb)
+                            cand = half_cluster(cand, kb, m)
                         if acc != "f16":
-                            picks += long_k(cfg, splits, m, n, kb, bits, 132, dram)
+                            picks += long_k(cfg, splits, m, n, kb, 132, dram)
                         for p in picks:
                             assert p in menus[(acc, out)], (acc, out, m, n, kb, dram, p.name)
                             assert Sm90Config.parse(p.name) == p and dataclasses.replace(p) == p
