@@ -588,20 +588,33 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, sm_count:
 # s8 1024 x 1536 110.6 us at 40 KB, 171.5 at 56), hence the least K by the pick's area (up to the key).
 SPLIT_WIDER_MIN_K_BYTES = {128 * 80: 20480, 128 * 96: 49152}
 SPLIT_WIDER_TILES = BALANCE_TILES
+# Two 128-row blocks (M = 129..256) whose 64 x 128 pick choose_splits split 3+ ways through the workspace: the 128-row
+# tile whose 2-way split fills one round the most, 90% of it at least (`sm90_mid_m_long_k_probe_s28_h100.json`, bf16 at
+# 28 KB: 256 x 3072 54.1 -> 47.3 us with 128 x 96, 192 x 3072 50.0 -> 44.9, 256 x 2560 46.3 -> 41.5 with 128 x 80; torch
+# 45.9 / 48.6 / 40.5). A/B (`sm90_split_wider_mid_ab_h100.json`, M = 130 / 192 / 256 x N = 2048-4096 x 28 / 56 KB, four
+# dtypes, 80 shapes): 128 CTAs 0.866-0.996x the time; 104 CTAs of 128 x 80 at N = 2048 1.00-1.06x, hence the fill.
+SPLIT_WIDER_MIN_M, SPLIT_WIDER_MID_FILL = 128, 0.9
 
 
 def split_wider(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, sm_count: int) -> Sm90Config | None:
     """For m > FIT_MAX_M and a lone pick `cfg` with the whole K (`splits` 1) in one round, whose area allows a split
     at `k_bytes` (SPLIT_WIDER_MIN_K_BYTES): the SPLIT_WIDER_TILES tile of at least twice its area whose CTAs, split 2
     ways, make one round that fills WHOLE_K_FILL of it (the most CTAs, then the smaller tile); the caller runs it split
-    2 ways through the workspace. Else None."""
+    2 ways through the workspace. For SPLIT_WIDER_MIN_M < m <= FIT_MAX_M and the DECODE tile split 3+ ways through the
+    workspace: the same choice over every SPLIT_WIDER_TILES tile, filling SPLIT_WIDER_MID_FILL of the round. Else
+    None."""
     area = cfg.block_m * cfg.block_n
     least = next((kb for most, kb in SPLIT_WIDER_MIN_K_BYTES.items() if area <= most), None)
-    if not (m > FIT_MAX_M and splits == 1 and cfg.cluster == 1 and least is not None and k_bytes >= least
-            and cfg.ctas(m, n) <= sm_count):
+    if least is None or k_bytes < least or cfg.cluster > 1:
         return None
-    fits = [c for c in SPLIT_WIDER_TILES if c.block_m * c.block_n >= 2 * area
-            and WHOLE_K_FILL * sm_count <= 2 * c.ctas(m, n) <= sm_count]
+    if m > FIT_MAX_M and splits == 1 and cfg.ctas(m, n) <= sm_count:
+        grown, fill = 2 * area, WHOLE_K_FILL
+    elif SPLIT_WIDER_MIN_M < m <= FIT_MAX_M and cfg == DECODE and splits >= 3:
+        grown, fill = 0, SPLIT_WIDER_MID_FILL  # two 128-row blocks: whichever 128-row tile has the most CTAs
+    else:
+        return None
+    fits = [c for c in SPLIT_WIDER_TILES if c.block_m * c.block_n >= grown
+            and fill * sm_count <= 2 * c.ctas(m, n) <= sm_count]
     return min(fits, key=lambda c: (-c.ctas(m, n), c.block_m * c.block_n), default=None)
 
 

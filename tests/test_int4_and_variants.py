@@ -325,7 +325,8 @@ def test_long_k_splits_mid_m_tiles_in_clusters_only_where_they_measured_faster()
 def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
     """split_wider (NOTES sm90 71): past FIT_MAX_M, a lone 64 x 128 / 128 x 80 pick with the whole K in one round runs
     as a tile of twice its area or more split 2 ways from 20 KB of K (128 x 96 picks from 48 KB), the split's CTAs one
-    round filling WHOLE_K_FILL of it; never wider picks, clusters, splits already taken, or fit's M."""
+    round filling WHOLE_K_FILL of it; never wider picks, clusters, or splits already taken. Two 128-row blocks (M =
+    129..256) whose 64 x 128 tile is split 3+ ways take the 128-row tile with the most CTAs split 2 ways (90% fill)."""
     from gn_mm.config import choose_splits
     from gn_mm.sm90_config import (BALANCE_TILES, WHOLE_K_FILL, Sm90Config, choose_sm90, deepest, heuristic_configs,
                                    split_wider, whole_k)
@@ -345,7 +346,10 @@ def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
     assert pick(768, 2048, 57344) == ("sm90_128x96_s6_g8_c1", "sm90_128x192_s4_g8_c1")
     assert pick(640, 2560, 57344) == ("sm90_128x112_s6_g8_c1", None)  # twice 128 x 112: e4m3 1.035x (NOTES sm90 72)
     assert pick(768, 3072, 57344)[1] is None and pick(1024, 2048, 57344)[1] is None  # wider picks lost
-    assert pick(256, 2048, 57344)[1] is None  # fit's M
+    assert pick(256, 3072, 28672) == ("sm90_64x128_s8_g8_c1", "sm90_128x96_s6_g8_c1")  # M = 129..256: 0.87-0.99x
+    assert pick(140, 4000, 28672)[1] == "sm90_128x128_s6_g8_c1"
+    assert pick(192, 2048, 28672)[1] is None  # 104 CTAs of 128 x 80 split 2 ways: 1.00-1.06x
+    assert pick(256, 3072, 16384)[1] is None and pick(128, 3072, 28672)[1] is None  # short K; one row block
     lone = deepest(64, 128)
     assert split_wider(lone, 2, 1024, 1024, 28672, 132) is None  # already split
     from dataclasses import replace

@@ -218,7 +218,9 @@ def test_balanced_tiles_past_fit():
                                   ("s8", "u8", "s32", "s32", 1000, 1000, 20488, "sm90_128x128_s6_g8_c1"),
                                   ("e4m3", "e4m3", "f32", "bf16", 1270, 1000, 28680, "sm90_128x176_s5_g8_c1"),
                                   ("f16", "f16", "f32", "f16", 700, 2000, 24576, "sm90_128x192_s4_g8_c1"),
-                                  ("tf32", "tf32", "f32", "f32", 1000, 1000, 5128, "sm90_128x128_s6_g8_c1")],
+                                  ("tf32", "tf32", "f32", "f32", 1000, 1000, 5128, "sm90_128x128_s6_g8_c1"),
+                                  ("bf16", "bf16", "f32", "bf16", 200, 3000, 14336, "sm90_128x96_s6_g8_c1"),
+                                  ("s8", "u8", "s32", "s32", 250, 2500, 28680, "sm90_128x80_s7_g8_c1")],
                          ids=lambda c: "{}x{}->{}->{} {}x{}x{}".format(*c[:7]))
 def test_split_wider_picks_split_two_ways(case):
     """Past fit's M with a long K, narrow lone picks run as a tile of twice the area split 2 ways through the workspace
