@@ -475,6 +475,11 @@ WHOLE_K_FILL = 0.75  # past FIT_MAX_M: the least share of the SMs a tile's CTAs 
 # s8 96 x 1536 x 4096 6.66 -> 7.41 us), hence the least N. E.g. bf16 64 x 3072 x 1536 7.79 -> 6.13 us (torch 6.40),
 # e4m3 64 x 3072 x 4096 9.69 -> 7.89 (torch 7.83), tf32 64 x 2560 x 512 6.58 -> 4.77, s8 64 x 2560 x 2048 6.07 -> 4.65.
 WHOLE_K_SHORT = ((3072, 32, 0), (4096, 40, 2048))  # (K bytes at most, whole-K CTAs at least, N at least)
+# Past one 128-row block (M = 129..256) below split_wider's K (8-20 KB): choose_splits split 64 x 128
+# tiles 3 ways where their whole-K CTAs filled 55-61% of the SMs (2 rounds of the split), and the whole K measured
+# faster (`sm90_mid_m_whole_k_probe_s28_h100.json`, us: bf16 192 x 3072 x 7168 29.6 -> 25.4, 256 x 2560 x 7168 28.0 ->
+# 24.5, e4m3 256 x 2560 x 14336 28.5 -> 24.7); 2-way splits of fewer CTAs (36-48%) were within -3.5..+3.5%: left.
+WHOLE_K_MID = (128, 20480, 0.5)  # (M above, K bytes below, the least share of the SMs the whole-K CTAs fill)
 
 
 def whole_k(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -> bool:
@@ -484,10 +489,13 @@ def whole_k(cfg: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -> boo
     split 100 tiles of 128 x 256 at 640 x 5120 x 14336 five ways through the workspace, 1.13x the time of the whole K,
     NOTES sm90 40; the fewest CTAs measured faster whole were 100 of 132: bf16 576 x 2560 x 14336, 95.7 us split five
     ways, 74.9 whole). Fewer CTAs (tall, narrow outputs: 67 of 128 x 112 at 8449 x 112) leave the split to
-    choose_splits, whose workspace pays at long K."""
+    choose_splits, whose workspace pays at long K. Also the 64 x 128 tile over M = 129..256 below 20 KB of K whose
+    CTAs fill half the SMs (WHOLE_K_MID)."""
     if m <= FIT_MAX_M:
+        above, below, share = WHOLE_K_MID
         return cfg in WHOLE_K or (cfg.block_m == 64 and any(k_bytes <= kb and cfg.ctas(m, n) >= ctas and n >= least_n
-                                                             for kb, ctas, least_n in WHOLE_K_SHORT))
+                                                             for kb, ctas, least_n in WHOLE_K_SHORT)) \
+            or (cfg == DECODE and m > above and k_bytes < below and cfg.ctas(m, n) >= share * sm_count)
     return cfg.block_m >= 128 and cfg.ctas(m, n) >= WHOLE_K_FILL * sm_count
 
 

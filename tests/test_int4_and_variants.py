@@ -350,6 +350,11 @@ def test_split_wider_takes_twice_the_tile_split_two_ways_where_measured():
     assert pick(140, 4000, 28672)[1] == "sm90_128x128_s6_g8_c1"
     assert pick(192, 2048, 28672)[1] is None  # 104 CTAs of 128 x 80 split 2 ways: 1.00-1.06x
     assert pick(256, 3072, 16384)[1] is None and pick(128, 3072, 28672)[1] is None  # short K; one row block
+    # below 20 KB the same 64 x 128 tiles keep the whole K where they fill half the SMs (WHOLE_K_MID, NOTES sm90 74)
+    from gn_mm.sm90_config import DECODE
+    assert whole_k(DECODE, 256, 2560, 14336, 132) and whole_k(DECODE, 130, 3584, 10240, 132)  # 80 / 84 CTAs
+    assert not whole_k(DECODE, 192, 2048, 14336, 132)  # 48 CTAs: choose_splits' 2-way split stays
+    assert not whole_k(DECODE, 256, 2560, 20480, 132) and not whole_k(DECODE, 128, 3072, 14336, 132)
     lone = deepest(64, 128)
     assert split_wider(lone, 2, 1024, 1024, 28672, 132) is None  # already split
     from dataclasses import replace
