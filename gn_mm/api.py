@@ -11,7 +11,7 @@ import torch
 from . import int4_unpack, runtime, sm80_mm, sm90_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
-from .dtypes import ACC_DTYPES, BY_NAME, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
+from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
 from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,

@@ -580,7 +580,6 @@ def long_k(cfg: Sm90Config, splits: int, m: int, n: int, k_bytes: int, sm_count:
     return tuple(found)
 
 
-
 # Past FIT_MAX_M with a long K, where the pick is a narrow lone tile with the whole K in one round (64 x 128 over M =
 # 288-1024 x N = 1024-2560, 128 x 80-96 at N = 1024-4096): those stream 80-90 GB/s into each SM at a third to a half of
 # the tensor rate. A tile of twice the area or more split 2 ways through the workspace (as many CTAs, half the K each)
