@@ -21,9 +21,12 @@ struct Epilogue {
     float s = scale_a_mode ? scale_a[scale_a_mode == 2 ? gn_min(row, M - 1) : 0] : 1.f;
     return scale_b_mode == 1 ? s * scale_b[0] : s;
   }
+  // has_bias: 1 = bias per column; 2 = bias per row (sm90_mm's swapped tiles, whose rows are C's columns: only their
+  // epilogue reads it, through row_bias).
   // Whether column_terms can be other than (1, 1, 0, 0): a per-column scale_b or a bias. Without them an epilogue
   // may skip it (its clamped loads cost more than the rest of a value's epilogue).
-  GN_DEVICE bool column_terms_needed() const { return scale_b_mode == 2 || has_bias; }
+  GN_DEVICE bool column_terms_needed() const { return scale_b_mode == 2 || has_bias == 1; }
+  GN_DEVICE float row_bias(int row) const { return has_bias == 2 ? bias[gn_min(row, M - 1)] : 0.f; }
   // Per-column terms of columns col, col + 1: a per-column scale_b (else 1) and the bias (else 0).
   GN_DEVICE void column_terms(int col, float& s0, float& s1, float& b0, float& b1) const {
     const int c0 = gn_min(col, N - 1), c1 = gn_min(col + 1, N - 1);
@@ -33,7 +36,7 @@ struct Epilogue {
       s0 = scale_b[c0];
       s1 = scale_b[c1];
     }
-    if (has_bias) {
+    if (has_bias == 1) {
       b0 = bias[c0];
       b1 = bias[c1];
     }

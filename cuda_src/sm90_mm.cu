@@ -16,6 +16,12 @@
 // CLUSTER_N = 2 or 4, the mirror image: the CTAs own horizontally adjacent tiles with the same A tile, each loads
 // its own B and one part of A, multicast into all (few rows, many columns: A is the larger share of a stage).
 //
+// SWAP_AB: the host passes the [N, K] weight as A and the [M, K] activations as B, so the kernel computes C^T = B A^T:
+// its tile rows run along C's columns and its BLOCK_N (any multiple of 16) along C's rows, which fits token counts that
+// 64-row blocks would pad (M = 320: two 160-column tiles instead of three 128-row ones). Only the epilogue differs: it
+// writes the accumulators transposed into the staging chunks (stmatrix .trans for 16-bit outputs) and TMA-stores them
+// as rows of C. Scales and bias come swapped by the host: a per-row scale of the kernel's tile is per column of C.
+//
 // CLUSTER_K > 1 (decode-sized problems): the CTAs of a cluster share one output tile and split its K; each
 // leaves its raw sums in its own (drained) ring, and after a cluster barrier CTA r adds column slice r of
 // every CTA's sums through distributed shared memory, in rank order, and runs the epilogue on it. Split-K
@@ -29,6 +35,7 @@
 #define GN_WGMMA(d, desc_a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
 constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1, CLUSTER_N = 1, CLUSTER_K = 1;
+constexpr bool SWAP_AB = false;
 #define GN_CLUSTER  // __cluster_dims__(CLUSTER_M * CLUSTER_N * CLUSTER_K, 1, 1) when that is > 1
 // ---- kernel ----
 #include "epilogue.cuh"
@@ -53,6 +60,13 @@ constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs that fill each other's
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
 constexpr bool TMA_STORES = CHUNKS > 0;  // whole chunks through TMA; columns past the last one stored directly
+// SWAP_AB: a consumer's 64 tile rows are 64 columns of C, T_HALVES 128-byte spans of a C row (1 for 16-bit outputs, 2
+// for 4-byte ones); a chunk holds T_ROWS rows of C (64 or 32), stored in boxes of T_BOX rows (a tile's BLOCK_N rows
+// of C are a multiple of 16, not of the chunk).
+constexpr int T_HALVES = 64 * OUT_BYTES / 128, T_ROWS = CHUNK_BYTES / (128 * T_HALVES), T_BOX = 16;
+constexpr int T_CHUNKS = (BLOCK_N + T_ROWS - 1) / T_ROWS;
+static_assert(!SWAP_AB || (CLUSTER_M * CLUSTER_N * CLUSTER_K == 1 && BLOCK_N % T_BOX == 0),
+              "SWAP_AB: no clusters; tile columns (rows of C) in whole 16-row boxes");
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_BYTES;
 constexpr bool SWAP_GROUPS = OUT_BYTES == 4;  // see store_tile_tma
 static_assert(!SWAP_GROUPS || CHUNK_COLS == 32, "4-byte outputs: 4 groups of 8 columns per chunk");
@@ -196,6 +210,104 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
   // tile of direct stores measured slower than the chunks' TMA stores (NOTES sm90 41).
   if constexpr (BLOCK_N % CHUNK_COLS != 0)
     store_tile<CHUNKS * (CHUNK_COLS / 8)>(ep, d, row_base + r0, col_base + 2 * (lane % 4));
+}
+
+// SWAP_AB: one consumer's 64 x BLOCK_N accumulators are C^T: tile row r is column row_base + r of C, tile column j row
+// col_base + j. Through shared memory and TMA stores like store_tile_tma: a chunk holds T_ROWS rows of C x this
+// consumer's 64 columns (T_HALVES 128-byte spans, each T_ROWS x 128 bytes, 128-byte swizzled). 16-bit outputs: a
+// warp's values of one 8-column group form two 8 x 8 fragments (tile rows 16w..16w+7 and +8), which stmatrix .trans
+// writes as 8 rows of C x 8 columns, 16 bytes each. 4-byte outputs: one 4-byte store per value; a store instruction's
+// 32 lanes hit 8 rows x 4 words whose swizzled units differ, so 32 distinct banks.
+// COLS as in store_tile_tma: here a per-column scale of the tile (per row of C); the tile's row terms (a per-row scale:
+// per column of C, and the bias) are read once per tile.
+template <bool COLS, class Ep>
+GN_DEVICE void store_tile_swapped(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], const TmaDesc* map_c, u32 buf0, int c,
+                                  int t, int row_base, int col_base, int& issued) {
+  const int warp = t / 32, lane = t % 32;
+  const int r0 = warp * 16 + lane / 4;  // tile rows r0 and r0 + 8 of the 64: columns of C
+  const float rs[2] = {ep.row_scale(row_base + r0), ep.row_scale(row_base + r0 + 8)};
+  const float rb[2] = {ep.row_bias(row_base + r0), ep.row_bias(row_base + r0 + 8)};
+#pragma unroll
+  for (int q = 0; q < T_CHUNKS; ++q) {
+    constexpr int LAST = BLOCK_N - (T_CHUNKS - 1) * T_ROWS;  // rows of C in the last chunk
+    const int rows = q + 1 < T_CHUNKS ? T_ROWS : LAST;
+    const u32 buf = buf0 + (issued % 2) * CHUNK_BYTES;
+    if (issued >= 2) {  // the stores issued from this buffer two chunks ago must have read it
+      if (t == 0) bulk_wait_read<1>();
+      named_barrier(1 + c, 128);
+    }
+#pragma unroll
+    for (int jj = 0; jj < T_ROWS / 8; ++jj) {
+      if (jj >= rows / 8) break;
+      const int j = q * (T_ROWS / 8) + jj;  // the tile's 8-column group: rows 8jj.. of the chunk
+      typedef typename Pick<GN_OUT_KIND == GN_OUT_S32, int, float>::type V;
+      V v[4];
+      group_values(d, j, v);
+      float s0 = 1.f, s1 = 1.f, b0 = 0.f, b1 = 0.f;  // b0, b1: no bias along the tile's columns (has_bias = 2)
+      if constexpr (COLS && GN_OUT_KIND != GN_OUT_S32)
+        ep.column_terms(col_base + 8 * j + 2 * (lane % 4), s0, s1, b0, b1);
+      if constexpr (OUT_BYTES == 2) {
+        const float f0 = v[0] * rs[0] * s0 + rb[0], f1 = v[1] * rs[0] * s1 + rb[0];
+        const float f2 = v[2] * rs[1] * s0 + rb[1], f3 = v[3] * rs[1] * s1 + rb[1];
+        const u32 lo = GN_OUT_KIND == GN_OUT_BF16 ? pack_bf16x2(f0, f1) : pack_f16x2(f0, f1);
+        const u32 hi = GN_OUT_KIND == GN_OUT_BF16 ? pack_bf16x2(f2, f3) : pack_f16x2(f2, f3);
+        const int r = 8 * jj + lane % 8, unit = 2 * warp + (lane / 8) % 2;  // lanes 16-31: addresses unused
+        stmatrix_x2_trans(buf + r * 128 + ((unit ^ (r % 8)) << 4), lo, hi);
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = r0 + 8 * h, r = 8 * jj + 2 * (lane % 4) + e;  // C column (of 64), C row (of the chunk)
+            const int byte = (col % 32) * 4;
+            const u32 at = buf + (col / 32) * (T_ROWS * 128) + r * 128 + ((((byte / 16) ^ (r % 8)) * 16) | (byte % 16));
+            if constexpr (GN_OUT_KIND == GN_OUT_S32)
+              asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"((int)v[2 * h + e]));
+            else
+              asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(at), "f"(v[2 * h + e] * rs[h] * (e ? s1 : s0) + rb[h]));
+          }
+      }
+    }
+    fence_proxy_async_smem();  // each writer's stores -> visible to the TMA engine
+    named_barrier(1 + c, 128);
+    if (t == 0) {
+#pragma unroll
+      for (int hh = 0; hh < T_HALVES; ++hh)
+        for (int b = 0; b < rows / T_BOX; ++b)
+          tma_store_2d(map_c, buf + hh * (T_ROWS * 128) + b * (T_BOX * 128), (row_base + hh * CHUNK_COLS) * OUT_BYTES,
+                       col_base + q * T_ROWS + b * T_BOX);
+      bulk_commit();
+    }
+    ++issued;
+  }
+}
+
+// SWAP_AB without TMA stores (C's rows not 16-byte aligned): one masked store per value, C[col][row].
+template <class Ep>
+GN_DEVICE void store_tile_swapped_direct(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int row0, int col0) {
+  typedef Store<GN_OUT_KIND> St;
+  const float rs[2] = {ep.row_scale(row0), ep.row_scale(row0 + 8)};
+  const float rb[2] = {ep.row_bias(row0), ep.row_bias(row0 + 8)};
+#pragma unroll
+  for (int j = 0; j < BLOCK_N / 8; ++j) {
+    typedef typename Pick<GN_OUT_KIND == GN_OUT_S32, int, float>::type V;
+    V v[4];
+    group_values(d, j, v);
+    float s[2] = {1.f, 1.f}, b0 = 0.f, b1 = 0.f;
+    if constexpr (GN_OUT_KIND != GN_OUT_S32) ep.column_terms(col0 + 8 * j, s[0], s[1], b0, b1);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int row = row0 + 8 * h, col = col0 + 8 * j + e;  // of the tile: C[col][row]
+        if (row >= ep.M || col >= ep.N) continue;
+        u8* p = ep.C + ((i64)col * ep.ldc + row) * St::BYTES;
+        if constexpr (GN_OUT_KIND == GN_OUT_S32)
+          St::one(p, (int)v[2 * h + e]);
+        else
+          St::one(p, v[2 * h + e] * rs[h] * s[e] + rb[h]);
+      }
+  }
 }
 
 // The persistent sweep: work unit u = (output tile u % tiles, K split u / tiles); a cluster takes every
@@ -398,6 +510,14 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
     if constexpr (CLUSTER_K > 1) {
       named_barrier(3, CONSUMERS * 128);  // every consumer's wgmmas are done reading the ring
       reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
+    } else if constexpr (SWAP_AB) {  // the host runs these with splits = 1
+      const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
+      if (!c_tma)
+        store_tile_swapped_direct(ep, d, row0, col0);
+      else if (ep.column_terms_needed())
+        store_tile_swapped<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
+      else
+        store_tile_swapped<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
     } else if (w.splits == 1 && TMA_STORES && c_tma) {
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
       if (ep.column_terms_needed())

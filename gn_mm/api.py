@@ -15,7 +15,7 @@ from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
 from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,
-                          share_a, split_tiles, split_wider, whole_k)
+                          share_a, split_tiles, split_wider, swap_ab, whole_k)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -191,7 +191,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         cfg.check(gpu.smem_limit)
         device = torch.device("cuda", gpu.index)
         auto = config is None and splits is None
-        if splits is None and (cfg.cluster_k > 1 or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
+        if splits is None and (cfg.cluster_k > 1 or cfg.swap or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
             splits = 1
         elif splits is None:
             splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
@@ -218,6 +218,11 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         splits = _check_splits(splits, k_bytes, cfg, variant)
         _check_cluster_k(cfg, splits, k_bytes, variant)
         if config is None and splits == 1:
+            # Token counts that 128-row blocks pad: swapped tiles, the tokens along wgmma N (whose transposed stores
+            # need rows of C in whole 16-byte units for TMA).
+            swapped = swap_ab(cfg, m, n, gpu.sm_count) if n * OUT_DTYPES[out].itemsize % 16 == 0 else None
+            if swapped is not None:
+                return sm90_mm.Plan.make(wgmma, out, swapped, m, n, 1, gpu.sm_count, device)
             # The tile in clusters sharing A, when all of them are resident at once.
             cand = share_a(cfg, m, n, gpu.sm_count)
             plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device)
@@ -432,7 +437,9 @@ def _check_splits(splits, k_bytes: int, cfg, variant: Variant) -> int:
 
 def _check_cluster_k(cfg: Sm90Config, splits: int, k_bytes: int, variant: Variant) -> None:
     """A config that splits K inside a cluster: every CTA needs a K share, and the sums go straight to the
-    epilogue (no workspace splits on top, no f16 accumulation)."""
+    epilogue (no workspace splits on top, no f16 accumulation). A swapped config takes no K splits either."""
+    if cfg.swap and splits > 1:
+        raise UnsupportedError(f"splits: {cfg.name} (C^T = B A^T) runs without K splits; pass splits=None or 1")
     ck = cfg.cluster_k
     if ck == 1:
         return

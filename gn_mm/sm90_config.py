@@ -30,21 +30,24 @@ class Sm90Config:
     cluster_m: int = 1  # 2: CTA pairs along M share (multicast) their B tile
     cluster_k: int = 1  # 2, 4, 8: a cluster's CTAs split one tile's K and add their sums on chip (decode)
     cluster_n: int = 1  # 2, 4: CTAs along N share (multicast) their A tile
+    swap: bool = False  # C^T = B A^T: tile rows run along N (the weight), tile columns along M (see tiles)
 
     @property
     def name(self) -> str:
         cn = f"_n{self.cluster_n}" if self.cluster_n > 1 else ""
         k = f"_k{self.cluster_k}" if self.cluster_k > 1 else ""
-        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}{cn}{k}"
+        t = "_t" if self.swap else ""
+        return f"sm90_{self.block_m}x{self.block_n}_s{self.stages}_g{self.group_m}_c{self.cluster_m}{cn}{k}{t}"
 
     @classmethod
     def parse(cls, name: str) -> "Sm90Config":
-        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_n(\d+))?(?:_k(\d+))?", name.strip())
+        m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_n(\d+))?(?:_k(\d+))?(_t)?",
+                         name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. sm90_128x256_s4_g8_c2")
-        bm, bn, st, g, c, cn, k = m.groups()
+        bm, bn, st, g, c, cn, k, t = m.groups()
         return cls(int(bm), int(bn), int(st), int(g or 8), cluster_m=int(c or 1), cluster_k=int(k or 1),
-                   cluster_n=int(cn or 1))
+                   cluster_n=int(cn or 1), swap=t is not None)
 
     block_k_bytes = ROW_BYTES  # K bytes per stage (what the split-K heuristic counts)
 
@@ -54,7 +57,10 @@ class Sm90Config:
         return self.cluster_m * self.cluster_n * self.cluster_k
 
     def tiles(self, m: int, n: int) -> int:
-        """Output tiles of an [m, n] result, a cluster's row (column) tiles counted as one."""
+        """Output tiles of an [m, n] result, a cluster's row (column) tiles counted as one. A swapped tile covers
+        block_n rows and block_m columns of the result."""
+        if self.swap:
+            m, n = n, m
         return -(-m // (self.block_m * self.cluster_m)) * -(-n // (self.block_n * self.cluster_n))
 
     def ctas(self, m: int, n: int) -> int:
@@ -95,6 +101,8 @@ class Sm90Config:
                 or self.block_m * self.block_n * 4 > self.stages * (self.block_m + self.block_n) * ROW_BYTES)):
             problems.append("cluster_k must be 1, 2, 4 or 8, without cluster_m / cluster_n, with a column slice of "
                             "a multiple of 4 per CTA and the tile's 4-byte sums fitting the ring")
+        if self.swap and self.cluster > 1:
+            problems.append("swap (C^T = B A^T) runs without clusters")
         if self.smem_bytes > smem_limit:
             problems.append(f"needs {self.smem_bytes} bytes of shared memory, the limit is {smem_limit}")
         if problems:
@@ -719,11 +727,43 @@ def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -
     return tuple(by_ctas) or (cand,)
 
 
+# Token counts that 128-row blocks pad (M = 320: three blocks for 2.5): swapped tiles (C^T = B A^T) put the weight's
+# rows on the 64-row wgmma blocks and the tokens on wgmma N, any multiple of 16, so two 160-column tiles cover 320 rows
+# exactly. Twenty-ninth session (H100, graph replay, three interleaved rounds; `sm90_swap_grid_s29_h100.json`): the
+# heuristic's 128-row lone tile against 64- and 128-row swapped tiles with block_n fitted to M, bf16 / e4m3, M = 160-1536
+# x N = 1024-14336 x K = 4096. Swapped tiles won by 3-13% where the 128-row blocks padded M by 6% or more (bf16 320 x 8192
+# 38.2 -> 34.0 us, torch 33.2; 400 x 8192 47.0 -> 41.4, torch 39.1; e4m3 400 x 4096 14.95 -> 13.2, torch 13.5) and lost
+# 5-20% where they were narrow (128 x 80 at 320 x 4096: 1.10x) or replaced 64-row tiles and decode clusters at N <= 2048
+# (1.02-1.2x). The rule: the lone 128-row tile of a whole-K plan runs swapped when a swapped tile of at least
+# SWAP_MIN_N columns, in no more rounds of the SMs, gives its busiest SMs SWAP_GAIN or less of the padded area.
+SWAP_MIN_N, SWAP_GAIN = 160, 0.95
+SWAP_CONFIGS = tuple(dataclasses.replace(deepest(bm, w), swap=True) for bm in (128, 64)
+                     for w in range(SWAP_MIN_N, 257, 16))
+
+
+def swap_ab(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config | None:
+    """The swapped tile (C^T = B A^T) that covers an [m, n] result with the least padded area on its busiest SMs, if it
+    takes no more rounds than `cfg` (a lone 128-row tile with the whole K) and SWAP_GAIN or less of its area; else
+    None."""
+    if cfg.block_m != 128 or cfg.cluster > 1 or cfg.swap:
+        return None
+    rounds = -(-cfg.ctas(m, n) // sm_count)
+
+    def busiest(c):
+        return -(-c.ctas(m, n) // sm_count) * c.block_m * c.block_n
+
+    fits = [c for c in SWAP_CONFIGS if -(-c.ctas(m, n) // sm_count) <= rounds]
+    if not fits:
+        return None
+    best = min(fits, key=lambda c: (busiest(c), -c.block_m, c.block_n))
+    return best if busiest(best) <= SWAP_GAIN * busiest(cfg) else None
+
+
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
-    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k, split_wider)
+    """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k, split_wider, swap_ab)
     can give a variant that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums,
     no 192-row tile (TALL, TALL_FIT) for TALL_SPILLS."""
     menus = (SM90_CONFIGS + PAIR_CONFIGS + TALL_FIT + SPLIT_CLUSTERS + FIT_CONFIGS + SHARE_A_CONFIGS + LONG_K_CONFIGS
-             + SPLIT_WIDER_TILES)
+             + SPLIT_WIDER_TILES + SWAP_CONFIGS)
     return tuple(c for c in dict.fromkeys(menus)
                  if not (acc == "f16" and c.cluster_k > 1) and not (c.block_m == 192 and (acc, out) in TALL_SPILLS))

@@ -12,7 +12,7 @@ from .arch import Arch
 from .dtypes import ACC_KIND, OUT_KIND
 from .runtime import KernelSpec
 from .sm90_config import Sm90Config
-from .variant_table import Variant
+from .variant_table import Variant, find_path
 
 STEM = "sm90_mm"
 # sm90_mm's parameters: TMA maps of A, B, A's and B's ragged last tiles and C, c_tma, C, scale_a, scale_b, bias,
@@ -45,6 +45,8 @@ class Plan:
              device) -> "Plan":
         cl = config.cluster  # CTAs per cluster
         units = config.tiles(m, n) * splits
+        if config.swap:  # the kernel's A is the weight: mixed operand types swap places in the instruction
+            variant = find_path(variant.b, variant.a, variant.acc, "wgmma")
         s = spec(variant, out, config)
         main = runtime.kernel(s, device)
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
@@ -57,9 +59,13 @@ class Plan:
                record=None) -> None:
         """a: A's storage ([M, K], K-major), b: B's [N, K] storage (K-major), c: the [M, N] output. Split-K:
         raw sums to a [splits, M, N] workspace (`workspace`, or allocated here), then mm_reduce. `record`: see
-        runtime.launch."""
+        runtime.launch. A swapped config runs the kernel on C^T = B A^T (no K splits)."""
         cfg = self.config
         c_ptr, ldc = c.data_ptr(), c.stride(0)
+        item = c.element_size()
+        ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
+        if cfg.swap:
+            return self._launch_swapped(a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, record)
         if cfg.cluster_n == 1:
             map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
         else:  # each CTA of a cluster multicasts part of A: full boxes only (the kernel ignores map_at)
@@ -68,13 +74,11 @@ class Plan:
             map_b, map_bt = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n, "b")
         else:  # each CTA of a cluster multicasts part of B: full boxes only (the kernel ignores map_bt)
             map_b = map_bt = tma.rows_map(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_n // cfg.cluster_m, "b")
-        ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
         partial = workspace if workspace is not None else partials(self.acc, self.splits, m, n, c)
         # The epilogue stores through TMA when C suits a tensor map (16-byte aligned start and row stride, rows of
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
         # padding, found by tests/test_fuzz_gpu.py) and the tile holds a whole 128-byte chunk (the kernel stores
         # columns past its last whole chunk directly).
-        item = c.element_size()
         c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0
                     and cfg.block_n * item >= 128)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
@@ -84,5 +88,21 @@ class Plan:
                        cfg.smem_bytes, KINDS, dependent=True, record=record)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, record)
+
+    def _launch_swapped(self, a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, record) -> None:
+        """The kernel on C^T = B A^T: B's [N, K] storage as its A (tile rows along N), A's as its B, C written
+        transposed from the tile (rows of C in boxes of 16). Scales trade places (a per-row scale of the kernel's
+        tile is a per-column scale of C) and the bias is per tile row (has_bias = 2)."""
+        cfg = self.config
+        c_ptr, ldc, item = c.data_ptr(), c.stride(0), c.element_size()
+        map_a, map_at = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_m, "b")
+        map_b, map_bt = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_n, "a")
+        c_tma = int(c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0)
+        map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 16, "out") if c_tma else map_a
+        (sa, sb, bias), (mode_a, mode_b, has_bias) = ptrs, flags
+        runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
+                       [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, sb, sa, bias, c, n, m, k_bytes, ldc, 1,
+                        mode_b, mode_a, 2 * has_bias, PREFETCH],
+                       cfg.smem_bytes, KINDS, dependent=True, record=record)
 
     workspace = sm80_mm.Plan.workspace  # one call's split-K workspace (None without K splits)

@@ -106,6 +106,19 @@ def test_clusters_along_n_share_a(cfg, combo, shape):
     _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
 
 
+def test_heuristic_swaps_padded_token_counts():
+    """M = 320 over wide N: 128-row blocks would pad M to 384; the heuristic runs 128 x 160 swapped tiles (two cover
+    the 320 rows), and the result is right."""
+    dev = torch.device("cuda")
+    m, n, k = 320, 8192, 4096
+    a, a64 = _rand(torch.bfloat16, m, k, dev)
+    w, w64 = _rand(torch.bfloat16, n, k, dev)
+    plan = api._plan(variants.find("bf16", "bf16", "f32"), "bf16", m, n, k * 2, api._gpu(torch.cuda.current_device()),
+                     None, None)
+    assert plan.config.swap and (plan.config.block_m, plan.config.block_n) == (128, 160), plan.config.name
+    _check(gn_mm.mm(a, w.t()), a64 @ w64.t(), "bf16")
+
+
 def test_heuristic_shares_a_in_clusters_of_4():
     """128 x 14336: the heuristic's 112 tiles of 128 x 128 run in 28 clusters of 4 along N with the whole K; exact
     for int8, and the same clusters with a forced 3-way split-K through the workspace."""
@@ -445,3 +458,51 @@ def test_out_view_with_aligned_rows_but_ragged_n_gets_nothing_past_n(out, n, cfg
     gn_mm.mm(a, w.t(), out=padded[:, :n], config=cfg)
     _check(padded[:, :n], a.double() @ w.double().t(), out)
     assert padded[:, n:].isnan().all()
+
+
+SWAPPED = [Sm90Config.parse(name) for name in ("sm90_128x160_s5_g8_c1_t", "sm90_64x80_s11_g8_c1_t",
+                                               "sm90_128x256_s4_g8_c1_t", "sm90_128x16_s10_g8_c1_t",
+                                               "sm90_128x48_s8_g8_c1_t")]
+
+
+@pytest.mark.parametrize("cfg", SWAPPED, ids=[c.name for c in SWAPPED])
+@pytest.mark.parametrize("combo", COMBOS, ids=["{}x{}->{}->{}".format(*c) for c in COMBOS])
+@pytest.mark.parametrize("shape", [(1100, 2900, 520), (300, 130, 1000), (16, 1000, 300)])
+def test_swapped_tiles(cfg, combo, shape):
+    """C^T = B A^T (tile rows along N, columns along M): every variant and output, per-row / per-column scales and
+    a bias trading places, ragged M and N in both tile dimensions, persistent CTAs over several tiles; the TMA
+    stores write nothing past M or N of a padded view."""
+    a_t, b_t, acc, out = combo
+    m, n, k = shape
+    dev = torch.device("cuda")
+    a, a64 = _rand(BY_NAME[a_t], m, k, dev)
+    w, w64 = _rand(BY_NAME[b_t], n, k, dev)
+    if acc == "f16" and a.dtype == torch.float16:
+        a.mul_(0.25)
+        a64 = a.double()
+    kw, ref = _epilogue_ref(a64, w64, m, n, dev, a_t in ("e4m3", "u8") and out != "s32")
+    padded = _poison(m + 3, n + 8, OUT_DTYPES[out], dev)
+    c = padded[:m, :n]
+    gn_mm.mm(a, w.t(), out=c, config=cfg, acc_dtype=torch.float16 if acc == "f16" else None, **kw)
+    _check(c, ref, out, INPUT_TOL.get(a_t, 0.0) + (2e-2 if acc == "f16" else 0.0))
+    rest = torch.cat([padded[m:].flatten(), padded[:m, n:].flatten()])
+    assert rest.isnan().all() if rest.is_floating_point() else (rest == -(2**31) + 7).all()
+
+
+@pytest.mark.parametrize("out", ["bf16", "f32"])
+def test_swapped_tiles_unaligned_out_and_per_tensor_scales(out):
+    """Swapped tiles into an out= view whose rows are not 16-byte aligned (direct stores, no TMA), per-tensor
+    scales; and no K splits with them."""
+    dev = torch.device("cuda")
+    m, n, k = 333, 517, 1000
+    cfg = SWAPPED[0]
+    a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
+    w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
+    sa, sb, bias = torch.tensor(0.5, device=dev), torch.tensor(0.25, device=dev), torch.randn(n, device=dev)
+    padded = _poison(m, n + 1, OUT_DTYPES[out], dev)
+    c = padded[:, 1:]
+    gn_mm.mm(a, w.t(), out=c, config=cfg, scale_a=sa, scale_b=sb, bias=bias)
+    _check(c, (a64 @ w64.t()) * 0.125 + bias.double(), out, 2e-3)  # fp8 wgmma's ~14-bit sums (INPUT_TOL's note)
+    assert padded[:, 0].isnan().all()
+    with pytest.raises(gn_mm.UnsupportedError, match="without K splits"):
+        gn_mm.mm(a, w.t(), config=cfg, splits=2)
