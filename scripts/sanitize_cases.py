@@ -12,7 +12,7 @@ import torch
 
 import gn_mm
 from gn_mm import variant_table as variants
-from gn_mm.sm90_config import FIT_CONFIGS, SHARE_A_CONFIGS, SPLIT_CLUSTERS
+from gn_mm.sm90_config import FIT_CONFIGS, SHARE_A_CONFIGS, SPLIT_CLUSTERS, SWAP_CONFIGS
 
 dev = torch.device("cuda")
 hopper = torch.cuda.get_device_capability() == (9, 0)
@@ -39,7 +39,8 @@ for v in variants.MMA_SYNC:
             gn_mm.mm(a, w.t(), acc_dtype=acc, splits=splits, config="mma.sync")
     if hopper:  # int4 too: unpacked to int8 for the s8 wgmma when a wgmma config is given
         # and samples of the fit tiles (chunk tails, pairs) and of the clusters along N (3 of 4 CTAs past N = 47)
-        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5] + SHARE_A_CONFIGS[::6]:
+        # swapped tiles: N = 47 columns of C is a ragged tile row block, its 94-byte rows stored directly (no TMA)
+        for cfg in gn_mm.SM90_CONFIGS + FIT_CONFIGS[::5] + SHARE_A_CONFIGS[::6] + SWAP_CONFIGS[::3]:
             gn_mm.mm(a, w.t(), acc_dtype=acc, config=cfg)
         if v.acc != "f16" and v.a not in ("s4", "u4"):  # K split in clusters of 2-8 CTAs: 16+ K steps
             reps = 16 // a.element_size() if a.element_size() < 4 else 8
@@ -55,6 +56,7 @@ if hopper:
         a = torch.randn(m, 200, device=dev).bfloat16()
         w = torch.randn(n, 200, device=dev).bfloat16()
         gn_mm.mm(a, w.t())
+        gn_mm.mm(a, w.t(), config=SWAP_CONFIGS[-1])  # swapped: transposed TMA stores, rows and columns ragged
 # The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
 # registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.
 for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):

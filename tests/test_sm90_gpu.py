@@ -111,8 +111,8 @@ def test_heuristic_swaps_padded_token_counts():
     the 320 rows), and the result is right."""
     dev = torch.device("cuda")
     m, n, k = 320, 8192, 4096
-    a, a64 = _rand(torch.bfloat16, m, k, dev)
-    w, w64 = _rand(torch.bfloat16, n, k, dev)
+    a, a64 = _rand(BY_NAME["bf16"], m, k, dev)
+    w, w64 = _rand(BY_NAME["bf16"], n, k, dev)
     plan = api._plan(variants.find("bf16", "bf16", "f32"), "bf16", m, n, k * 2, api._gpu(torch.cuda.current_device()),
                      None, None)
     assert plan.config.swap and (plan.config.block_m, plan.config.block_n) == (128, 160), plan.config.name
