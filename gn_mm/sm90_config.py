@@ -735,8 +735,9 @@ def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -
 # 38.2 -> 34.0 us, torch 33.2; 400 x 8192 47.0 -> 41.4, torch 39.1; e4m3 400 x 4096 14.95 -> 13.2, torch 13.5) and lost
 # 5-20% where they were narrow (128 x 80 at 320 x 4096: 1.10x) or replaced 64-row tiles and decode clusters at N <= 2048
 # (1.02-1.2x). The rule: the lone 128-row tile of a whole-K plan runs swapped when a swapped tile of at least
-# SWAP_MIN_N columns, in no more rounds of the SMs, gives its busiest SMs SWAP_GAIN or less of the padded area.
-SWAP_MIN_N, SWAP_GAIN = 160, 0.95
+# SWAP_MIN_N columns, in no more rounds of the SMs, gives its busiest SMs SWAP_GAIN or less of the padded area; past
+# SWAP_MIN_M rows, where it was measured (below, the fit, pair and cluster tiles above take those shapes).
+SWAP_MIN_N, SWAP_GAIN, SWAP_MIN_M = 160, 0.95, 257
 SWAP_CONFIGS = tuple(dataclasses.replace(deepest(bm, w), swap=True) for bm in (128, 64)
                      for w in range(SWAP_MIN_N, 257, 16))
 
@@ -745,7 +746,7 @@ def swap_ab(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config | None
     """The swapped tile (C^T = B A^T) that covers an [m, n] result with the least padded area on its busiest SMs, if it
     takes no more rounds than `cfg` (a lone 128-row tile with the whole K) and SWAP_GAIN or less of its area; else
     None."""
-    if cfg.block_m != 128 or cfg.cluster > 1 or cfg.swap:
+    if m < SWAP_MIN_M or cfg.block_m != 128 or cfg.cluster > 1 or cfg.swap:
         return None
     rounds = -(-cfg.ctas(m, n) // sm_count)
 

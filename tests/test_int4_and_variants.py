@@ -477,3 +477,26 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
                             assert p in menus[(acc, out)], (acc, out, m, n, kb, dram, p.name)
                             assert Sm90Config.parse(p.name) == p and dataclasses.replace(p) == p
                             assert p.cluster_k <= -(-kb // 128), (m, n, kb, p.name)  # every CTA gets K steps
+
+
+def test_swap_ab_where_128_row_blocks_pad_the_tokens():
+    """swap_ab (NOTES sm90 75): a lone 128-row tile with the whole K that pads M runs as the swapped tile (C^T = B A^T)
+    of 160-256 columns with the least padded area on its busiest SMs, in no more rounds; not below 257 rows, not for
+    clustered or 64-row picks, not where the padding saves under 5%."""
+    from gn_mm.sm90_config import SWAP_CONFIGS, Sm90Config, swap_ab
+
+    pick = Sm90Config.parse
+    assert swap_ab(pick("sm90_128x192_s4_g8_c1"), 320, 8192, 132).name == "sm90_128x160_s5_g8_c1_t"
+    assert swap_ab(pick("sm90_128x96_s6_g8_c1"), 320, 4096, 132).name == "sm90_64x160_s7_g8_c1_t"
+    assert swap_ab(pick("sm90_128x256_s4_g8_c1"), 400, 8192, 132).name == "sm90_128x208_s4_g8_c1_t"
+    assert swap_ab(pick("sm90_128x224_s4_g8_c1"), 480, 14336, 132) is None  # two rounds of 240-wide tiles: no gain
+    assert swap_ab(pick("sm90_128x256_s4_g8_c1"), 4096, 8192, 132) is None  # nothing padded
+    assert swap_ab(pick("sm90_128x256_s4_g8_c2"), 320, 8192, 132) is None  # clusters stay
+    assert swap_ab(pick("sm90_64x128_s8_g8_c1"), 320, 2048, 132) is None
+    assert swap_ab(pick("sm90_128x192_s4_g8_c1"), 200, 8192, 132) is None  # below SWAP_MIN_M
+    for c in SWAP_CONFIGS:
+        c.check()
+        assert c.swap and Sm90Config.parse(c.name) == c and c.name.endswith("_t")
+        assert c.tiles(320, 8192) == -(-8192 // c.block_m) * -(-320 // c.block_n)  # rows along N, columns along M
+    with pytest.raises(gn_mm.LayoutError, match="without clusters"):
+        dataclasses.replace(SWAP_CONFIGS[0], cluster_m=2).check()
