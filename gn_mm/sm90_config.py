@@ -734,9 +734,10 @@ def split_tiles(cand: Sm90Config, m: int, n: int, k_bytes: int, sm_count: int) -
 # x N = 1024-14336 x K = 4096. Swapped tiles won by 3-13% where the 128-row blocks padded M by 6% or more (bf16 320 x 8192
 # 38.2 -> 34.0 us, torch 33.2; 400 x 8192 47.0 -> 41.4, torch 39.1; e4m3 400 x 4096 14.95 -> 13.2, torch 13.5) and lost
 # 5-20% where they were narrow (128 x 80 at 320 x 4096: 1.10x) or replaced 64-row tiles and decode clusters at N <= 2048
-# (1.02-1.2x). The rule: the lone 128-row tile of a whole-K plan runs swapped when a swapped tile of at least
-# SWAP_MIN_N columns, in no more rounds of the SMs, gives its busiest SMs SWAP_GAIN or less of the padded area; past
-# SWAP_MIN_M rows, where it was measured (below, the fit, pair and cluster tiles above take those shapes).
+# (1.02-1.2x). The rule: the 128-row tile of a whole-K plan (alone, or in CTA pairs along M sharing B) runs swapped when
+# a swapped tile of at least SWAP_MIN_N columns, in no more rounds of the SMs, gives its busiest SMs SWAP_GAIN or less of
+# the padded area; past SWAP_MIN_M rows, where it was measured (below, the fit, pair and cluster tiles above take those
+# shapes). A/B over the shapes it changes (NOTES sm90 75): 360 of them, 0.92-0.95x the time.
 SWAP_MIN_N, SWAP_GAIN, SWAP_MIN_M = 160, 0.95, 257
 SWAP_CONFIGS = tuple(dataclasses.replace(deepest(bm, w), swap=True) for bm in (128, 64)
                      for w in range(SWAP_MIN_N, 257, 16))
@@ -744,9 +745,9 @@ SWAP_CONFIGS = tuple(dataclasses.replace(deepest(bm, w), swap=True) for bm in (1
 
 def swap_ab(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config | None:
     """The swapped tile (C^T = B A^T) that covers an [m, n] result with the least padded area on its busiest SMs, if it
-    takes no more rounds than `cfg` (a lone 128-row tile with the whole K) and SWAP_GAIN or less of its area; else
-    None."""
-    if m < SWAP_MIN_M or cfg.block_m != 128 or cfg.cluster > 1 or cfg.swap:
+    takes no more rounds than `cfg` (a 128-row tile with the whole K, alone or in pairs along M) and SWAP_GAIN or less of
+    its area; else None."""
+    if m < SWAP_MIN_M or cfg.block_m != 128 or cfg.cluster_n > 1 or cfg.cluster_k > 1 or cfg.swap:
         return None
     rounds = -(-cfg.ctas(m, n) // sm_count)
 

@@ -481,8 +481,8 @@ def test_every_sm90_pick_is_one_the_offline_test_compiles():
 
 def test_swap_ab_where_128_row_blocks_pad_the_tokens():
     """swap_ab (NOTES sm90 75): a lone 128-row tile with the whole K that pads M runs as the swapped tile (C^T = B A^T)
-    of 160-256 columns with the least padded area on its busiest SMs, in no more rounds; not below 257 rows, not for
-    clustered or 64-row picks, not where the padding saves under 5%."""
+    of 160-256 columns with the least padded area on its busiest SMs, in no more rounds (so does a pair along M); not
+    below 257 rows, not for other clusters or 64-row picks, not where the padding saves under 5%."""
     from gn_mm.sm90_config import SWAP_CONFIGS, Sm90Config, swap_ab
 
     pick = Sm90Config.parse
@@ -491,7 +491,8 @@ def test_swap_ab_where_128_row_blocks_pad_the_tokens():
     assert swap_ab(pick("sm90_128x256_s4_g8_c1"), 400, 8192, 132).name == "sm90_128x208_s4_g8_c1_t"
     assert swap_ab(pick("sm90_128x224_s4_g8_c1"), 480, 14336, 132) is None  # two rounds of 240-wide tiles: no gain
     assert swap_ab(pick("sm90_128x256_s4_g8_c1"), 4096, 8192, 132) is None  # nothing padded
-    assert swap_ab(pick("sm90_128x256_s4_g8_c2"), 320, 8192, 132) is None  # clusters stay
+    assert swap_ab(pick("sm90_128x256_s4_g8_c2"), 960, 8192, 132).name == "sm90_128x240_s4_g8_c1_t"  # pairs along M
+    assert swap_ab(pick("sm90_128x128_s6_g8_c1_n4"), 320, 8192, 132) is None  # clusters sharing A stay
     assert swap_ab(pick("sm90_64x128_s8_g8_c1"), 320, 2048, 132) is None
     assert swap_ab(pick("sm90_128x192_s4_g8_c1"), 200, 8192, 132) is None  # below SWAP_MIN_M
     for c in SWAP_CONFIGS:
