@@ -79,8 +79,7 @@ class Plan:
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
         # padding, found by tests/test_fuzz_gpu.py) and the tile holds a whole 128-byte chunk (the kernel stores
         # columns past its last whole chunk directly).
-        c_tma = int(self.splits == 1 and c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0
-                    and cfg.block_n * item >= 128)
+        c_tma = int(self.splits == 1 and _tma_rows(c, n) and cfg.block_n * item >= 128)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if c_tma else map_a
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
@@ -97,7 +96,7 @@ class Plan:
         c_ptr, ldc, item = c.data_ptr(), c.stride(0), c.element_size()
         map_a, map_at = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_m, "b")
         map_b, map_bt = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_n, "a")
-        c_tma = int(c_ptr % 16 == 0 and (ldc * item) % 16 == 0 and (n * item) % 16 == 0)
+        c_tma = int(_tma_rows(c, n))
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 16, "out") if c_tma else map_a
         (sa, sb, bias), (mode_a, mode_b, has_bias) = ptrs, flags
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
@@ -106,3 +105,9 @@ class Plan:
                        cfg.smem_bytes, KINDS, dependent=True, record=record)
 
     workspace = sm80_mm.Plan.workspace  # one call's split-K workspace (None without K splits)
+
+
+def _tma_rows(c: torch.Tensor, n: int) -> bool:
+    """Whether C's rows suit a TMA store map: 16-byte aligned start and row stride, rows of whole 16-byte units."""
+    item = c.element_size()
+    return c.data_ptr() % 16 == 0 and (c.stride(0) * item) % 16 == 0 and (n * item) % 16 == 0
