@@ -140,17 +140,6 @@ GN_DEVICE void store_tile(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], int ro
   }
 }
 
-// The next of a consumer's two 8 KB chunk buffers (buf0: the pair), once the TMA stores issued from it two chunks
-// ago (`issued`: this consumer's chunks so far) have read it. Thread t == 0 issues and tracks the stores; a named
-// barrier per consumer keeps every writer behind that wait.
-GN_DEVICE u32 chunk_buffer(u32 buf0, int issued, int c, int t) {
-  if (issued >= 2) {
-    if (t == 0) bulk_wait_read<1>();
-    named_barrier(1 + c, 128);
-  }
-  return buf0 + (issued % 2) * CHUNK_BYTES;
-}
-
 // One consumer's 64 x BLOCK_N results through shared memory and TMA stores (the host checked that C suits a
 // tensor map). buf0: this consumer's two 8 KB chunk buffers (1024-byte aligned), taken in turn by every chunk this
 // consumer stores, across tiles (`issued`: its chunks so far; restarting the turn at each tile let a tile of an odd
@@ -168,7 +157,11 @@ GN_DEVICE void store_tile_tma(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS], co
   const float s_r0 = ep.row_scale(row_base + r0), s_r1 = ep.row_scale(row_base + r0 + 8);
 #pragma unroll
   for (int q = 0; q < CHUNKS; ++q) {
-    const u32 buf = chunk_buffer(buf0, issued, c, t);
+    const u32 buf = buf0 + (issued % 2) * CHUNK_BYTES;
+    if (issued >= 2) {  // the store issued from this buffer two chunks ago must have read it
+      if (t == 0) bulk_wait_read<1>();
+      named_barrier(1 + c, 128);
+    }
 #pragma unroll
     for (int jj = 0; jj < CHUNK_COLS / 8; ++jj) {
       // 4-byte outputs: lanes 2 and 3 of each quad store group jj ^ 2, so that a half-warp's 8-byte stores cover
@@ -238,7 +231,11 @@ GN_DEVICE void store_tile_swapped(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS]
   for (int q = 0; q < T_CHUNKS; ++q) {
     constexpr int LAST = BLOCK_N - (T_CHUNKS - 1) * T_ROWS;  // rows of C in the last chunk
     const int rows = q + 1 < T_CHUNKS ? T_ROWS : LAST;
-    const u32 buf = chunk_buffer(buf0, issued, c, t);
+    const u32 buf = buf0 + (issued % 2) * CHUNK_BYTES;
+    if (issued >= 2) {  // the stores issued from this buffer two chunks ago must have read it
+      if (t == 0) bulk_wait_read<1>();
+      named_barrier(1 + c, 128);
+    }
 #pragma unroll
     for (int jj = 0; jj < T_ROWS / 8; ++jj) {
       if (jj >= rows / 8) break;
