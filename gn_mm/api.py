@@ -4,7 +4,7 @@ sm80_mm with mma.sync elsewhere) and a config, and launches it."""
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -14,8 +14,8 @@ from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
 from .errors import ArchError, LayoutError, UnsupportedError
 from .int4 import Int4Tensor
-from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, half_cluster, in_cluster, long_k,
-                          share_a, split_tiles, split_wider, swap_ab, whole_k)
+from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, dependent_launch, half_cluster,
+                          in_cluster, long_k, share_a, split_tiles, split_wider, swap_ab, whole_k)
 from .variant_table import Variant, find, find_path
 
 _ACC_NAMES = {v: k for k, v in ACC_DTYPES.items()}
@@ -187,53 +187,60 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if config in FAMILIES:
         config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
-        cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
-        cfg.check(gpu.smem_limit)
-        device = torch.device("cuda", gpu.index)
-        auto = config is None and splits is None
-        if splits is None and (cfg.cluster_k > 1 or cfg.swap or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
-            splits = 1
-        elif splits is None:
-            splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
-            # The heuristic's split inside a cluster (one launch, sums added on chip), when every tile's cluster
-            # is resident at once: a cluster that takes a second tile doubles the time.
-            cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
-            while cand is not None:
-                # other widths and cluster sizes of a 64-row tile: the most CTAs whose clusters all fit at once
-                cands = split_tiles(cand, m, n, k_bytes, gpu.sm_count)
-                plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device)
-                if plan is not None:
-                    return plan
-                cand = half_cluster(cand, k_bytes, m)  # not every cluster resident at once (NOTES sm90 49)
-        if auto and variant.acc != "f16":
-            # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
-            plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, gpu.sm_count, gpu.dram_tbs), m, n,
-                                   gpu.sm_count, device)
-            if plan is not None:
-                return plan
-            # Else a narrow lone tile with a long K: a wider one split 2 ways through the workspace.
-            wider = split_wider(cfg, splits, m, n, k_bytes, gpu.sm_count)
-            if wider is not None:
-                cfg, splits = wider, 2
-        splits = _check_splits(splits, k_bytes, cfg, variant)
-        _check_cluster_k(cfg, splits, k_bytes, variant)
-        if config is None and splits == 1:
-            # Token counts that 128-row blocks pad: swapped tiles, the tokens along wgmma N (whose transposed stores
-            # need rows of C in whole 16-byte units for TMA).
-            swapped = swap_ab(cfg, m, n, gpu.sm_count) if n * OUT_DTYPES[out].itemsize % 16 == 0 else None
-            if swapped is not None:
-                return sm90_mm.Plan.make(wgmma, out, swapped, m, n, 1, gpu.sm_count, device)
-            # The tile in clusters sharing A, when all of them are resident at once.
-            cand = share_a(cfg, m, n, gpu.sm_count)
-            plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device)
-            if plan is not None:
-                return plan
-        return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
+        plan = _sm90_plan(wgmma, variant, out, m, n, k_bytes, gpu, config, splits)
+        return replace(plan, dependent=dependent_launch(plan.config, m, n, k_bytes, gpu.dram_tbs))
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
     splits = _check_splits(splits, k_bytes, cfg, variant)
     return sm80_mm.Plan.make(variant, out, cfg, splits, gpu.arch, torch.device("cuda", gpu.index))
+
+
+def _sm90_plan(wgmma: Variant, variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits):
+    """_plan's wgmma branch: the heuristic's (or the given) config, splits and clusters."""
+    cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
+    cfg.check(gpu.smem_limit)
+    device = torch.device("cuda", gpu.index)
+    auto = config is None and splits is None
+    if splits is None and (cfg.cluster_k > 1 or cfg.swap
+                           or (config is None and whole_k(cfg, m, n, k_bytes, gpu.sm_count))):
+        splits = 1
+    elif splits is None:
+        splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)
+        # The heuristic's split inside a cluster (one launch, sums added on chip), when every tile's cluster
+        # is resident at once: a cluster that takes a second tile doubles the time.
+        cand = in_cluster(cfg, splits, k_bytes, m) if config is None else None
+        while cand is not None:
+            # other widths and cluster sizes of a 64-row tile: the most CTAs whose clusters all fit at once
+            cands = split_tiles(cand, m, n, k_bytes, gpu.sm_count)
+            plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device)
+            if plan is not None:
+                return plan
+            cand = half_cluster(cand, k_bytes, m)  # not every cluster resident at once (NOTES sm90 49)
+    if auto and variant.acc != "f16":
+        # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
+        plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, gpu.sm_count, gpu.dram_tbs), m, n,
+                               gpu.sm_count, device)
+        if plan is not None:
+            return plan
+        # Else a narrow lone tile with a long K: a wider one split 2 ways through the workspace.
+        wider = split_wider(cfg, splits, m, n, k_bytes, gpu.sm_count)
+        if wider is not None:
+            cfg, splits = wider, 2
+    splits = _check_splits(splits, k_bytes, cfg, variant)
+    _check_cluster_k(cfg, splits, k_bytes, variant)
+    if config is None and splits == 1:
+        # Token counts that 128-row blocks pad: swapped tiles, the tokens along wgmma N (whose transposed stores
+        # need rows of C in whole 16-byte units for TMA).
+        swapped = swap_ab(cfg, m, n, gpu.sm_count) if n * OUT_DTYPES[out].itemsize % 16 == 0 else None
+        if swapped is not None:
+            return sm90_mm.Plan.make(wgmma, out, swapped, m, n, 1, gpu.sm_count, device)
+        # The tile in clusters sharing A, when all of them are resident at once.
+        cand = share_a(cfg, m, n, gpu.sm_count)
+        plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device)
+        if plan is not None:
+            return plan
+    return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
 
 
 runtime.on_clear.append(_plan.cache_clear)

@@ -761,6 +761,27 @@ def swap_ab(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config | None
     return best if busiest(best) <= SWAP_GAIN * busiest(cfg) else None
 
 
+# Programmatic dependent launch (NOTES sm90 76). A dependent call's CTAs start on SMs in the order the previous call's
+# CTAs leave them, not where the CTA scheduler puts a fresh launch's (consecutive CTAs in pairs on one TPC, the pairs
+# spread over the GPCs), so the raster's neighbours, which share A or B rows, land apart. Lone 64 x 128 and 128 x 96
+# tiles over more than one row tile lose more to that than the ~1 us of launch gap PDL saves once a call is longer
+# than PDL_MIN_US: their main loops ran up to 40% longer (e4m3 1536 x 512 x 14336, 64 x 128: 26.2 us against 18.8; a
+# forced scramble of the raster costs a fresh launch as much). Wider tiles, swapped tiles, clusters, one row tile
+# (decode) and shorter calls measured faster as dependents, or the same (`sm90_pdl_tiles_ab_*_h100.json`).
+PDL_OFF_TILES = ((64, 128), (128, 96))
+PDL_MIN_US = 12.0
+PDL_BYTES_PER_US = 6e8  # m * n * k_bytes per us: ~600 TFLOP/s for 16-bit operands, twice that for 8-bit ones
+
+
+def dependent_launch(cfg: Sm90Config, m: int, n: int, k_bytes: int, dram_tbs: float) -> bool:
+    """Whether a call of `cfg` on an [m, n] result with K of `k_bytes` bytes launches as a programmatic dependent of
+    the previous kernel (`dram_tbs`: the GPU's DRAM bandwidth, for the call's estimated time)."""
+    if cfg.cluster > 1 or cfg.swap or (cfg.block_m, cfg.block_n) not in PDL_OFF_TILES or m <= cfg.block_m:
+        return True
+    us = m * n * k_bytes / PDL_BYTES_PER_US + ((m + n) * k_bytes + 2 * m * n) / (dram_tbs * 1e6)
+    return us < PDL_MIN_US
+
+
 def heuristic_configs(acc: str, out: str) -> tuple[Sm90Config, ...]:
     """Every config the heuristic (choose_sm90, share_a, in_cluster, half_cluster, split_tiles, long_k, split_wider, swap_ab)
     can give a variant that accumulates in `acc` ("f32", "f16", "s32") into `out`: no K split in clusters for f16 sums,

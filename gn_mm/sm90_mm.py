@@ -39,6 +39,7 @@ class Plan:
     acc: str
     main: object    # loaded sm90_mm
     reduce: object  # loaded mm_reduce (split-K only)
+    dependent: bool = True  # programmatic dependent launch (sm90_config.dependent_launch)
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
@@ -84,7 +85,7 @@ class Plan:
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
                         self.splits, *flags, PREFETCH],
-                       cfg.smem_bytes, KINDS, dependent=True, record=record)
+                       cfg.smem_bytes, KINDS, dependent=self.dependent, record=record)
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, record)
 
@@ -102,7 +103,7 @@ class Plan:
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_tma, c_ptr, sb, sa, bias, c, n, m, k_bytes, ldc, 1,
                         mode_b, mode_a, 2 * has_bias, PREFETCH],
-                       cfg.smem_bytes, KINDS, dependent=True, record=record)
+                       cfg.smem_bytes, KINDS, dependent=self.dependent, record=record)
 
     workspace = sm80_mm.Plan.workspace  # one call's split-K workspace (None without K splits)
 

@@ -501,3 +501,21 @@ def test_swap_ab_where_128_row_blocks_pad_the_tokens():
         assert c.tiles(320, 8192) == -(-8192 // c.block_m) * -(-320 // c.block_n)  # rows along N, columns along M
     with pytest.raises(gn_mm.LayoutError, match="without clusters"):
         dataclasses.replace(SWAP_CONFIGS[0], cluster_m=2).check()
+
+
+def test_dependent_launch_except_for_the_tiles_that_lose_their_placement():
+    """dependent_launch (NOTES sm90 76): programmatic dependent launch except for lone 64 x 128 and 128 x 96 tiles
+    over more than one row tile in calls of PDL_MIN_US or more (their main loops lose to the placement a dependent
+    launch gets)."""
+    from gn_mm.sm90_config import Sm90Config, dependent_launch
+
+    pick = Sm90Config.parse
+    assert not dependent_launch(pick("sm90_64x128_s8_g8_c1"), 1024, 1024, 8192, 3.35)  # ~20 us
+    assert not dependent_launch(pick("sm90_128x96_s6_g8_c1"), 2048, 768, 28672, 3.35)
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 320, 2048, 2048, 3.35)  # ~4 us
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 64, 8192, 8192, 3.35)  # one row tile: decode
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1_k8"), 1024, 1024, 8192, 3.35)  # clusters
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c2"), 1024, 1024, 8192, 3.35)
+    assert dependent_launch(pick("sm90_128x256_s4_g8_c1"), 4096, 4096, 8192, 3.35)  # wider tiles
+    assert dependent_launch(pick("sm90_64x64_s13_g8_c1"), 512, 1024, 8192, 3.35)
+    assert dependent_launch(pick("sm90_128x96_s6_g8_c1_t"), 2048, 768, 28672, 3.35)  # swapped
