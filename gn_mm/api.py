@@ -188,7 +188,8 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
         config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
         plan = _sm90_plan(wgmma, variant, out, m, n, k_bytes, gpu, config, splits)
-        return replace(plan, dependent=dependent_launch(plan.config, m, n, k_bytes, gpu.dram_tbs))
+        return replace(plan, dependent=dependent_launch(plan.config, m, n, k_bytes, plan.grid, gpu.sm_count,
+                                                        gpu.dram_tbs))
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
     if splits is None:
         splits = choose_splits(m, n, k_bytes, cfg, gpu.sm_count, variant.acc)

@@ -767,16 +767,21 @@ def swap_ab(cfg: Sm90Config, m: int, n: int, sm_count: int) -> Sm90Config | None
 # tiles over more than one row tile lose more to that than the ~1 us of launch gap PDL saves once a call is longer
 # than PDL_MIN_US: their main loops ran up to 40% longer (e4m3 1536 x 512 x 14336, 64 x 128: 26.2 us against 18.8; a
 # forced scramble of the raster costs a fresh launch as much). Wider tiles, swapped tiles, clusters, one row tile
-# (decode) and shorter calls measured faster as dependents, or the same (`sm90_pdl_tiles_ab_*_h100.json`).
+# (decode), grids of at most half the SMs and shorter calls measured faster as dependents, or the same
+# (`sm90_pdl_tiles_ab_*_h100.json`).
 PDL_OFF_TILES = ((64, 128), (128, 96))
 PDL_MIN_US = 12.0
 PDL_BYTES_PER_US = 6e8  # m * n * k_bytes per us: ~600 TFLOP/s for 16-bit operands, twice that for 8-bit ones
 
 
-def dependent_launch(cfg: Sm90Config, m: int, n: int, k_bytes: int, dram_tbs: float) -> bool:
-    """Whether a call of `cfg` on an [m, n] result with K of `k_bytes` bytes launches as a programmatic dependent of
-    the previous kernel (`dram_tbs`: the GPU's DRAM bandwidth, for the call's estimated time)."""
+def dependent_launch(cfg: Sm90Config, m: int, n: int, k_bytes: int, grid: int, sm_count: int,
+                     dram_tbs: float) -> bool:
+    """Whether a call of `cfg` on an [m, n] result with K of `k_bytes` bytes, in `grid` CTAs, launches as a
+    programmatic dependent of the previous kernel (`dram_tbs`: the GPU's DRAM bandwidth, for the call's estimated
+    time)."""
     if cfg.cluster > 1 or cfg.swap or (cfg.block_m, cfg.block_n) not in PDL_OFF_TILES or m <= cfg.block_m:
+        return True
+    if 2 * grid <= sm_count:
         return True
     us = m * n * k_bytes / PDL_BYTES_PER_US + ((m + n) * k_bytes + 2 * m * n) / (dram_tbs * 1e6)
     return us < PDL_MIN_US

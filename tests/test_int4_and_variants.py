@@ -163,7 +163,7 @@ def test_fit_tiles_fill_one_round_of_the_sms():
         slow_pick = "sm90_64x64_s13_g8_c1" if m == 64 else "sm90_64x128_s8_g8_c1"  # split K, as before the fit tiles
         assert choose_sm90(m, 4096, 4097, 132, 4.8).name == slow_pick
         assert choose_sm90(m, 4096, 4097, 132, 4.0).name == "sm90_64x32_s16_g8_c1"  # an H100 NVL keeps the H100 rule
-        assert choose_sm90(m, 4096, 4097, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
+        assert choose_sm90(m, 4096, 4097, 132, 128, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
         assert choose_sm90(m, 5120, 8192, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
     # two row blocks past a one-round fit (a thin second round of 128 x 256 pairs): two full rounds of narrower pairs
     for m in (193, 256):
@@ -505,17 +505,18 @@ def test_swap_ab_where_128_row_blocks_pad_the_tokens():
 
 def test_dependent_launch_except_for_the_tiles_that_lose_their_placement():
     """dependent_launch (NOTES sm90 76): programmatic dependent launch except for lone 64 x 128 and 128 x 96 tiles
-    over more than one row tile in calls of PDL_MIN_US or more (their main loops lose to the placement a dependent
-    launch gets)."""
+    over more than one row tile in calls of PDL_MIN_US or more on more than half the SMs (their main loops lose to
+    the placement a dependent launch gets)."""
     from gn_mm.sm90_config import Sm90Config, dependent_launch
 
     pick = Sm90Config.parse
-    assert not dependent_launch(pick("sm90_64x128_s8_g8_c1"), 1024, 1024, 8192, 3.35)  # ~20 us
-    assert not dependent_launch(pick("sm90_128x96_s6_g8_c1"), 2048, 768, 28672, 3.35)
-    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 320, 2048, 2048, 3.35)  # ~4 us
-    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 64, 8192, 8192, 3.35)  # one row tile: decode
-    assert dependent_launch(pick("sm90_64x128_s8_g8_c1_k8"), 1024, 1024, 8192, 3.35)  # clusters
-    assert dependent_launch(pick("sm90_64x128_s8_g8_c2"), 1024, 1024, 8192, 3.35)
-    assert dependent_launch(pick("sm90_128x256_s4_g8_c1"), 4096, 4096, 8192, 3.35)  # wider tiles
-    assert dependent_launch(pick("sm90_64x64_s13_g8_c1"), 512, 1024, 8192, 3.35)
-    assert dependent_launch(pick("sm90_128x96_s6_g8_c1_t"), 2048, 768, 28672, 3.35)  # swapped
+    assert not dependent_launch(pick("sm90_64x128_s8_g8_c1"), 1024, 1024, 8192, 128, 132, 3.35)  # ~20 us
+    assert not dependent_launch(pick("sm90_128x96_s6_g8_c1"), 2048, 768, 28672, 128, 132, 3.35)
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 320, 2048, 2048, 128, 132, 3.35)  # ~4 us
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 64, 8192, 8192, 128, 132, 3.35)  # one row tile: decode
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1_k8"), 1024, 1024, 8192, 128, 132, 3.35)  # clusters
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c2"), 1024, 1024, 8192, 128, 132, 3.35)
+    assert dependent_launch(pick("sm90_128x256_s4_g8_c1"), 4096, 4096, 8192, 128, 132, 3.35)  # wider tiles
+    assert dependent_launch(pick("sm90_64x64_s13_g8_c1"), 512, 1024, 8192, 128, 132, 3.35)
+    assert dependent_launch(pick("sm90_128x96_s6_g8_c1_t"), 2048, 768, 28672, 128, 132, 3.35)  # swapped
+    assert dependent_launch(pick("sm90_64x128_s8_g8_c1"), 512, 768, 28672, 48, 132, 3.35)  # a third of the SMs
