@@ -163,7 +163,7 @@ def test_fit_tiles_fill_one_round_of_the_sms():
         slow_pick = "sm90_64x64_s13_g8_c1" if m == 64 else "sm90_64x128_s8_g8_c1"  # split K, as before the fit tiles
         assert choose_sm90(m, 4096, 4097, 132, 4.8).name == slow_pick
         assert choose_sm90(m, 4096, 4097, 132, 4.0).name == "sm90_64x32_s16_g8_c1"  # an H100 NVL keeps the H100 rule
-        assert choose_sm90(m, 4096, 4097, 132, 128, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
+        assert choose_sm90(m, 4096, 4097, 132, 3.35).name == "sm90_64x32_s16_g8_c1"
         assert choose_sm90(m, 5120, 8192, 132, 4.8).name == "sm90_64x48_s14_g8_c1"
     # two row blocks past a one-round fit (a thin second round of 128 x 256 pairs): two full rounds of narrower pairs
     for m in (193, 256):
