@@ -135,13 +135,33 @@ CONFIGS = (
 MAX_K64 = {C(128, 1, 1, 8): 128}
 
 
+# Two 128-row blocks of a large weight (M = 129..256): 128-row tiles stream each weight column twice, once per row
+# block, and the two CTAs that share a column drift apart, so past L2's reach the weight comes from DRAM twice (and the
+# time varies call to call); a 256-row tile streams it once. Where the 256-row tiles fill the SMs in an aligned 2-way K
+# split (N = 8192), they win from 32 MiB of int4 weight. H100, CUDA-graph replay, 3 interleaved rounds, us, 128 x 128
+# whole tiles (two runs) -> 256 x 128 split 2 ways (fp16 torch.matmul): 14336 x 8192 M = 160 103.0 / 96.8 -> 85.0
+# (86.5), M = 256 110.5 / 110.4 -> 96.4 (93.6); 28672 x 8192 M = 192 206.0 / 212.9 -> 174.1 (188.1); 8192 x 8192 M = 256
+# 75.0 / 58.4 -> 55.0 (56.9), M = 192 54.6 / 54.3 -> 54.6; smaller weights lose (4096 x 8192 M = 256 27.9 -> 32.0, 8192 x
+# 4096 31.7 -> 35.4): benchmarks/results/w4a16_m256_rows_probe_h100.json.
+WEIGHT_ONCE_BYTES, WEIGHT_ONCE_FILL = 32 << 20, 0.9
+
+
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
-    tile costs a whole second pass), the first on a tie."""
+    tile costs a whole second pass), the first on a tie, except that two 128-row blocks of a weight of
+    WEIGHT_ONCE_BYTES or more take the 256-row tile where it needs no more rounds and, split 2 ways, fills
+    WEIGHT_ONCE_FILL of the SMs."""
     candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
                   if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
-    return min(candidates, key=lambda c: -(-c.tiles(m, n) // sm_count))
+    rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
+    best = min(candidates, key=rounds)
+    if 128 < m <= 256 and best.block_m == 128 and n * k64 * 32 >= WEIGHT_ONCE_BYTES:
+        tall = next((c for c in candidates if c.block_m == 256), None)
+        if tall is not None and rounds(tall) <= rounds(best) and \
+                WEIGHT_ONCE_FILL * sm_count <= 2 * tall.tiles(m, n) <= sm_count:
+            return tall
+    return best
 
 
 def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):

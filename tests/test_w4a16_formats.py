@@ -113,6 +113,13 @@ def test_wgmma_family_choice_and_refusal():
     # N = 4096 (64 tiles), 256-row tiles at N = 14336 (112 tiles, not 224).
     assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
     assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
+    # Two 128-row blocks of a weight of 32 MiB or more (K x N / 2 bytes) take the 256-row tile, which streams it once,
+    # where its tiles split 2 ways fill 90% of the SMs (N = 8192: 64 tiles, 128 CTAs); not below 32 MiB, not at
+    # M <= 128 (one row block) or past 256, not where the 256-row tiles would leave SMs idle (N = 7168: 112 CTAs).
+    for m, k, n, rows in [(129, 8192, 8192, 256), (256, 8192, 8192, 256), (200, 28672, 8192, 256), (200, 8192, 8448, 256),
+                          (128, 8192, 8192, 128), (256, 4096, 8192, 128), (256, 8192, 4096, 128), (200, 8192, 7168, 128),
+                          (200, 8064, 8192, 128)]:
+        assert sm90_w4a16.choose(m, n, 132, 128, k // 64).block_m == rows, (m, k, n)
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
     pre = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_p3")
     assert pre == sm90_w4a16.Sm90W4A16Config(16, 2, 1, 8, 2, prefetch=3) and pre.name == "w4a16wg_16x128_c2_s8_k128_p3"

@@ -182,6 +182,21 @@ def test_stream_k_over_idle_two_consumer_tiles(m):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("m,asym", [(129, False), (200, True)])
+def test_two_row_blocks_of_a_large_weight_run_256_row_tiles(m, asym):
+    """32 MiB of weight at N = 8192: the 256-row tile (the weight streamed once) split 2 ways along K, rows past M in
+    its ragged box."""
+    k, n, g = 8192, 8192, 128
+    qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    cfg = sm90_w4a16.choose(m, n, 132, g, k // 64)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert cfg.block_m == 256 and sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms) == (128, True)
+    check(gn_mm.w4a16_mm(a, w, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 def test_unaligned_out_and_bad_wgmma_config_name():
     k, n, g, m = 256, 64, 128, 3
     qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16)
