@@ -197,6 +197,21 @@ def test_two_row_blocks_of_a_large_weight_run_256_row_tiles(m, asym):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("m,k,n,asym,rows,stream", [(300, 4096, 6144, False, 192, False), (610, 2048, 14336, True, 128, True),
+                                                    (330, 14336, 4096, True, 192, True)])
+def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
+    """M = 257..1024: the tile height and plan `mid_m_plan` costs least (ragged row blocks, stream-K parts)."""
+    g = 128
+    qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    cfg = sm90_w4a16.choose(m, n, 132, g, k // 64)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert cfg.block_m == rows and sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms)[1] == stream
+    check(gn_mm.w4a16_mm(a, w, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 def test_unaligned_out_and_bad_wgmma_config_name():
     k, n, g, m = 256, 64, 128, 3
     qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16)
