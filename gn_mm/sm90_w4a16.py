@@ -99,14 +99,24 @@ class Sm90W4A16Config:
 
 
 C = Sm90W4A16Config
-# M = 257..MID_M_MAX: which tile height pads M least and fills the SMs best decides (256 x 128 tiles alone ran M = 288 as
+# M = 257..1024: which tile height pads M least and fills the SMs best decides (256 x 128 tiles alone ran M = 288 as
 # two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans are costed in
 # stage-times (`mid_m_plan`): a stage of a bm-row tile takes MID_M_STAGE[0] + MID_M_STAGE[1] x bm (H100 us: 128 x 128
 # 0.42, 192 x 128 0.53, 256 x 128 0.69 from whole tiles at K = 4096), a fix-up MID_M_FIXUP stage-times per 128 rows
 # (its sums are the tile's). Fitted on benchmarks/results/w4a16_bigm_probe_h100.json (M = 288-1024 x 7 shapes, every
 # candidate whole and stream-K): the picks take 0.888x the time of 256 x 128 tiles alone there and are within 0.7% of
 # the best candidate on average.
-MID_M_MAX, MID_M_STAGE, MID_M_FIXUP = 1024, (0.146, 0.00211), 10
+# M = 129..192 the same way, unless the one-consumer 128 x 64 tile takes one round (it leads there: 4096 x 4096 M = 160
+# 16.6 us against 19.3 for the best two-consumer plan): 192-row tiles, one row block without the 256-row tile's padding
+# (4096 x 14336 M = 160 41.6 -> 34.2 us, 4096 x 9216 37.3 -> 33.0), or 128-row ones split over the SMs (4096 x 5120 25.7
+# -> 23.9); M = 193..256 keeps its rules (the model found nothing there beyond noise): benchmarks/results/
+# w4a16_lowm_probe_h100.json.
+MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024)), (0.146, 0.00211), 10
+
+
+def mid_m(m: int) -> bool:
+    """Whether M falls in a MID_M range, where tiles and plans are chosen by `mid_m_plan`."""
+    return any(lo < m <= hi for lo, hi in MID_M)
 # By the largest M each serves (data, not branches), candidates in order of preference (the first that `fits`
 # the weight, unless a later one needs fewer rounds of the SMs: `choose`). Small M: the instruction's N is M
 # rounded up to 8, a stage is two 64-value slices of K where the group size allows, and the tile 128 weight
@@ -130,8 +140,8 @@ CONFIGS = (
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 6))),
-    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4))),
-    (MID_M_MAX, (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 6))),  # by estimated time (`mid_m_plan`)
+    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4), C(192, 2, 1, 6))),
+    (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 6))),  # by estimated time (`mid_m_plan`)
     (1 << 31, (C(256, 2, 1, 4),)),
 )
 
@@ -160,13 +170,15 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie, except that two 128-row blocks of a weight of
     WEIGHT_ONCE_BYTES or more take the 256-row tile where it needs no more rounds and, split 2 ways, fills
-    WEIGHT_ONCE_FILL of the SMs; for M = 257..MID_M_MAX, the one whose best plan `mid_m_plan` costs least."""
+    WEIGHT_ONCE_FILL of the SMs; and in the MID_M ranges, unless the pick has one consumer, the two-consumer
+    candidate whose best plan `mid_m_plan` costs least."""
     candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
                   if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
-    if 256 < m <= MID_M_MAX:
-        return min(candidates, key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
+    if mid_m(m) and best.consumers > 1:
+        return min((c for c in candidates if c.consumers > 1),
+                   key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
     if 128 < m <= 256 and best.block_m == 128 and n * k64 * 32 >= WEIGHT_ONCE_BYTES:
         tall = next((c for c in candidates if c.block_m == 256), None)
         if tall is not None and rounds(tall) <= rounds(best) and \
@@ -218,7 +230,7 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:
     """(estimated time, grid, stream) of the cheaper of whole tiles and stream-K over min(2 x tiles, SMs) CTAs for a
-    mid-M problem (MID_M_MAX's comment): stage-times of the busiest CTA (fill, stages, a fix-up per shared segment)
+    mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages, a fix-up per shared segment)
     x a stage's time for the tile height."""
     tiles = config.tiles(m, n)
     whole = (MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * (FILL + -(-tiles // sm_count) * k_stages)
@@ -238,13 +250,13 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
     s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
     tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). For M = 65..256 on
     two-consumer tiles, also equal shares over all SMs where whole tiles leave many idle or make a thin second round
-    (STREAM_K_FILL), if the cost model agrees. M = 257..MID_M_MAX on two-consumer tiles of 128 rows or more:
+    (STREAM_K_FILL), if the cost model agrees. M in the MID_M ranges on two-consumer tiles of 128 rows or more:
     `mid_m_plan`. `splits` overrides: 1 whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per
     stage)."""
     tiles = config.tiles(m, n)
     total = tiles * k_stages
     whole = (min(tiles, sm_count), False)  # data-parallel over whole tiles
-    if splits is None and 256 < m <= MID_M_MAX and config.block_m >= 128 and config.consumers > 1:
+    if splits is None and mid_m(m) and config.block_m >= 128 and config.consumers > 1:
         return mid_m_plan(config, m, n, k_stages, sm_count)[1:]
     if splits is None:
         straddle = config.block_m * config.block_n <= STRADDLE_MAX

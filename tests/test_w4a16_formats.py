@@ -116,7 +116,8 @@ def test_wgmma_family_choice_and_refusal():
     # Two 128-row blocks of a weight of 32 MiB or more (K x N / 2 bytes) take the 256-row tile, which streams it once,
     # where its tiles split 2 ways fill 90% of the SMs (N = 8192: 64 tiles, 128 CTAs); not below 32 MiB, not at
     # M <= 128 (one row block) or past 256, not where the 256-row tiles would leave SMs idle (N = 7168: 112 CTAs).
-    for m, k, n, rows in [(129, 8192, 8192, 256), (256, 8192, 8192, 256), (200, 28672, 8192, 256), (200, 8192, 8448, 256),
+    # (M = 129..192 takes the 192-row tile there, which streams it once too: `mid_m_plan`, below.)
+    for m, k, n, rows in [(129, 8192, 8192, 192), (256, 8192, 8192, 256), (200, 28672, 8192, 256), (200, 8192, 8448, 256),
                           (128, 8192, 8192, 128), (256, 4096, 8192, 128), (256, 8192, 4096, 128), (200, 8192, 7168, 128),
                           (200, 8064, 8192, 128)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64).block_m == rows, (m, k, n)
@@ -189,7 +190,12 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(wide192, 288, 6144, 64, 132) == (96, False)
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 640, 14336, 64, 132) == (132, True)
     assert sm90_w4a16.schedule(tall, 512, 9216, 64, 132) == (132, True)  # 144 tiles: a thin second round
-    for m, k, n, want in [(288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, C(128, 2, 1, 6)),
+    # M = 129..192 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): 192 rows at N = 14336, 128
+    # rows split over the SMs at N = 5120.
+    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 160, 5120, 64, 132) == (132, True)
+    for m, k, n, want in [(160, 4096, 14336, wide192), (160, 4096, 4096, narrow), (160, 4096, 5120, C(128, 2, 1, 6)),
+                          (224, 4096, 5120, C(128, 2, 1, 6)),
+                          (288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, C(128, 2, 1, 6)),
                           (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1025, 4096, 6144, tall)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64) == want, (m, k, n)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
