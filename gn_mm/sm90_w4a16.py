@@ -111,7 +111,11 @@ C = Sm90W4A16Config
 # (4096 x 14336 M = 160 41.6 -> 34.2 us, 4096 x 9216 37.3 -> 33.0), or 128-row ones split over the SMs (4096 x 5120 25.7
 # -> 23.9); M = 193..256 keeps its rules (the model found nothing there beyond noise): benchmarks/results/
 # w4a16_lowm_probe_h100.json.
-MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024)), (0.146, 0.00211), 10
+# M = 1025..2048: the same choice of tile height over whole tiles only (the estimate's stream-K plans lost up to 8% there):
+# 4096 x 4096 M = 1280 86.4 -> 68.0 us (192 rows), 14336 x 4096 M = 1152 280.3 -> 217.7; the picks 0.959x the time of
+# 256-row tiles over 28 probe rows, the worst 1.03 (benchmarks/results/w4a16_bigm2_probe_h100.json).
+MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.00211), 10
+MID_M_STREAM_MAX = 1024  # past it, whole tiles only
 
 
 def mid_m(m: int) -> bool:
@@ -229,14 +233,14 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
 
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:
-    """(estimated time, grid, stream) of the cheaper of whole tiles and stream-K over min(2 x tiles, SMs) CTAs for a
-    mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages, a fix-up per shared segment)
+    """(estimated time, grid, stream) of the cheaper of whole tiles and (up to MID_M_STREAM_MAX rows) stream-K over
+    min(2 x tiles, SMs) CTAs for a mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages, a fix-up per shared segment)
     x a stage's time for the tile height."""
     tiles = config.tiles(m, n)
     whole = (MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * (FILL + -(-tiles // sm_count) * k_stages)
     best = (whole, min(tiles, sm_count), False)
     grid, fixup = min(2 * tiles, sm_count, tiles * k_stages), MID_M_FIXUP * config.block_m / 128
-    if (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
+    if m <= MID_M_STREAM_MAX and (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
         busiest = max(FILL + sum(k + (fixup if parts > 1 else 0) for _, _, k, _, parts in
                                  segments(b, grid, tiles, k_stages, True)) for b in range(grid))
         best = min(best, ((MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * busiest, grid, True))

@@ -190,13 +190,15 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(wide192, 288, 6144, 64, 132) == (96, False)
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 640, 14336, 64, 132) == (132, True)
     assert sm90_w4a16.schedule(tall, 512, 9216, 64, 132) == (132, True)  # 144 tiles: a thin second round
+    assert sm90_w4a16.schedule(wide192, 1280, 4096, 64, 132) == (132, False)  # past 1024 rows: whole tiles only
     # M = 129..192 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): 192 rows at N = 14336, 128
     # rows split over the SMs at N = 5120.
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 160, 5120, 64, 132) == (132, True)
     for m, k, n, want in [(160, 4096, 14336, wide192), (160, 4096, 4096, narrow), (160, 4096, 5120, C(128, 2, 1, 6)),
                           (224, 4096, 5120, C(128, 2, 1, 6)),
                           (288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, C(128, 2, 1, 6)),
-                          (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1025, 4096, 6144, tall)]:
+                          (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1280, 4096, 4096, wide192),
+                          (2049, 4096, 4096, tall)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64) == want, (m, k, n)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=1) == (1, False)
