@@ -99,11 +99,11 @@ class Sm90W4A16Config:
 
 
 C = Sm90W4A16Config
-# M = 257..1024: which tile height pads M least and fills the SMs best decides (256 x 128 tiles alone ran M = 288 as
-# two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans are costed in
+# Mid M. M = 257..1024: which tile height pads M least and fills the SMs best decides (256 x 128 tiles alone ran M = 288
+# as two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans are costed in
 # stage-times (`mid_m_plan`): a stage of a bm-row tile takes MID_M_STAGE[0] + MID_M_STAGE[1] x bm (H100 us: 128 x 128
-# 0.42, 192 x 128 0.53, 256 x 128 0.69 from whole tiles at K = 4096), a fix-up MID_M_FIXUP stage-times per 128 rows
-# (its sums are the tile's). Fitted on benchmarks/results/w4a16_bigm_probe_h100.json (M = 288-1024 x 7 shapes, every
+# 0.42, 192 x 128 0.53, 256 x 128 0.69 from whole tiles at K = 4096), a fix-up MID_M_FIXUP stage-times per 128 rows (its
+# sums are the tile's). Fitted on benchmarks/results/w4a16_bigm_probe_h100.json (M = 288-1024 x 7 shapes, every
 # candidate whole and stream-K): the picks take 0.888x the time of 256 x 128 tiles alone there and are within 0.7% of
 # the best candidate on average.
 # M = 129..192 the same way, unless the one-consumer 128 x 64 tile takes one round (it leads there: 4096 x 4096 M = 160
@@ -111,9 +111,9 @@ C = Sm90W4A16Config
 # (4096 x 14336 M = 160 41.6 -> 34.2 us, 4096 x 9216 37.3 -> 33.0), or 128-row ones split over the SMs (4096 x 5120 25.7
 # -> 23.9); M = 193..256 keeps its rules (the model found nothing there beyond noise): benchmarks/results/
 # w4a16_lowm_probe_h100.json.
-# M = 1025..2048: the same choice of tile height over whole tiles only (the estimate's stream-K plans lost up to 8% there):
-# 4096 x 4096 M = 1280 86.4 -> 68.0 us (192 rows), 14336 x 4096 M = 1152 280.3 -> 217.7; the picks 0.959x the time of
-# 256-row tiles over 28 probe rows, the worst 1.03 (benchmarks/results/w4a16_bigm2_probe_h100.json).
+# M = 1025..2048: the same choice of tile height over whole tiles only (the estimate's stream-K plans lost up to 8%
+# there): 4096 x 4096 M = 1280 86.4 -> 68.0 us (192 rows), 14336 x 4096 M = 1152 280.3 -> 217.7; the picks 0.959x the
+# time of 256-row tiles over 28 probe rows, the worst 1.03 (benchmarks/results/w4a16_bigm2_probe_h100.json).
 MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.00211), 10
 MID_M_STREAM_MAX = 1024  # past it, whole tiles only
 
@@ -121,6 +121,8 @@ MID_M_STREAM_MAX = 1024  # past it, whole tiles only
 def mid_m(m: int) -> bool:
     """Whether M falls in a MID_M range, where tiles and plans are chosen by `mid_m_plan`."""
     return any(lo < m <= hi for lo, hi in MID_M)
+
+
 # By the largest M each serves (data, not branches), candidates in order of preference (the first that `fits`
 # the weight, unless a later one needs fewer rounds of the SMs: `choose`). Small M: the instruction's N is M
 # rounded up to 8, a stage is two 64-value slices of K where the group size allows, and the tile 128 weight
@@ -164,8 +166,8 @@ MAX_K64 = {C(128, 1, 1, 8): 128}
 # split (N = 8192), they win from 32 MiB of int4 weight. H100, CUDA-graph replay, 3 interleaved rounds, us, 128 x 128
 # whole tiles (two runs) -> 256 x 128 split 2 ways (fp16 torch.matmul): 14336 x 8192 M = 160 103.0 / 96.8 -> 85.0
 # (86.5), M = 256 110.5 / 110.4 -> 96.4 (93.6); 28672 x 8192 M = 192 206.0 / 212.9 -> 174.1 (188.1); 8192 x 8192 M = 256
-# 75.0 / 58.4 -> 55.0 (56.9), M = 192 54.6 / 54.3 -> 54.6; smaller weights lose (4096 x 8192 M = 256 27.9 -> 32.0, 8192 x
-# 4096 31.7 -> 35.4): benchmarks/results/w4a16_m256_rows_probe_h100.json.
+# 75.0 / 58.4 -> 55.0 (56.9), M = 192 54.6 / 54.3 -> 54.6; smaller weights lose (4096 x 8192 M = 256 27.9 -> 32.0, 8192
+# x 4096 31.7 -> 35.4): benchmarks/results/w4a16_m256_rows_probe_h100.json.
 WEIGHT_ONCE_BYTES, WEIGHT_ONCE_FILL = 32 << 20, 0.9
 
 
@@ -234,8 +236,8 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:
     """(estimated time, grid, stream) of the cheaper of whole tiles and (up to MID_M_STREAM_MAX rows) stream-K over
-    min(2 x tiles, SMs) CTAs for a mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages, a fix-up per shared segment)
-    x a stage's time for the tile height."""
+    min(2 x tiles, SMs) CTAs for a mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages,
+    a fix-up per shared segment) x a stage's time for the tile height."""
     tiles = config.tiles(m, n)
     whole = (MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * (FILL + -(-tiles // sm_count) * k_stages)
     best = (whole, min(tiles, sm_count), False)

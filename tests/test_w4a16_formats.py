@@ -117,9 +117,9 @@ def test_wgmma_family_choice_and_refusal():
     # where its tiles split 2 ways fill 90% of the SMs (N = 8192: 64 tiles, 128 CTAs); not below 32 MiB, not at
     # M <= 128 (one row block) or past 256, not where the 256-row tiles would leave SMs idle (N = 7168: 112 CTAs).
     # (M = 129..192 takes the 192-row tile there, which streams it once too: `mid_m_plan`, below.)
-    for m, k, n, rows in [(129, 8192, 8192, 192), (256, 8192, 8192, 256), (200, 28672, 8192, 256), (200, 8192, 8448, 256),
-                          (128, 8192, 8192, 128), (256, 4096, 8192, 128), (256, 8192, 4096, 128), (200, 8192, 7168, 128),
-                          (200, 8064, 8192, 128)]:
+    for m, k, n, rows in [(129, 8192, 8192, 192), (256, 8192, 8192, 256), (200, 28672, 8192, 256),
+                          (200, 8192, 8448, 256), (128, 8192, 8192, 128), (256, 4096, 8192, 128),
+                          (256, 8192, 4096, 128), (200, 8192, 7168, 128), (200, 8064, 8192, 128)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64).block_m == rows, (m, k, n)
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
     pre = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_p3")
@@ -181,7 +181,8 @@ def test_wgmma_w4a16_schedule():
             (wide, 128, 9216, 64, (132, True)), (wide, 128, 18944, 64, (132, True)), (wide, 128, 14336, 64, (112, False)),
             (narrow, 128, 5120, 64, (80, False)), (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)),
             (wide, 128, 256, 4, (2, False)), (wide, 128, 18944, 1, (132, False)), (wide, 128, 4096, 64, (128, True)),
-            (narrow, 128, 4800, 64, (75, False)), (tall, 1536, 9216, 64, (132, False)), (tall, 256, 9216, 64, (132, True))]:
+            (narrow, 128, 4800, 64, (75, False)), (tall, 1536, 9216, 64, (132, False)),
+            (tall, 256, 9216, 64, (132, True))]:
         assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
     # M = 257..1024: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
     # costs least: two 192-row blocks for M = 288 (not two of 256), four 192-row ones at M = 768 x 4096 (128 tiles, one

@@ -197,9 +197,9 @@ def test_two_row_blocks_of_a_large_weight_run_256_row_tiles(m, asym, rows):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
-@pytest.mark.parametrize("m,k,n,asym,rows,stream", [(300, 4096, 6144, False, 192, False), (610, 2048, 14336, True, 128, True),
-                                                    (330, 14336, 4096, True, 192, True), (150, 4096, 5120, True, 128, True),
-                                                    (170, 4096, 14336, False, 192, False)])
+@pytest.mark.parametrize("m,k,n,asym,rows,stream", [
+    (300, 4096, 6144, False, 192, False), (610, 2048, 14336, True, 128, True), (330, 14336, 4096, True, 192, True),
+    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False)])
 def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
     """M = 129..192 and 257..1024: the tile height and plan `mid_m_plan` costs least (ragged row blocks, stream-K
     parts)."""
