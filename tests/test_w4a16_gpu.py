@@ -183,7 +183,7 @@ def test_stream_k_over_idle_two_consumer_tiles(m):
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("m,asym,rows", [(129, False, 192), (200, True, 256)])
-def test_two_row_blocks_of_a_large_weight_run_256_row_tiles(m, asym, rows):
+def test_two_row_blocks_of_a_large_weight_run_as_one(m, asym, rows):
     """32 MiB of weight at N = 8192: one row block (the weight streamed once; 192 rows up to M = 192) split 2 ways
     along K, rows past M in its ragged box."""
     k, n, g = 8192, 8192, 128
@@ -199,10 +199,10 @@ def test_two_row_blocks_of_a_large_weight_run_256_row_tiles(m, asym, rows):
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("m,k,n,asym,rows,stream", [
     (300, 4096, 6144, False, 192, False), (610, 2048, 14336, True, 128, True), (330, 14336, 4096, True, 192, True),
-    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False)])
+    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False), (1100, 2048, 4096, True, 192, False)])
 def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
-    """M = 129..192 and 257..1024: the tile height and plan `mid_m_plan` costs least (ragged row blocks, stream-K
-    parts)."""
+    """M = 129..192 and 257..2048: the tile height and plan `mid_m_plan` costs least (ragged row blocks, stream-K
+    parts; whole tiles past 1024 rows)."""
     g = 128
     qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
     a = torch.randn(m, k, device="cuda").bfloat16()
