@@ -228,9 +228,10 @@ STRADDLE_MAX = 16 * 256
 STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 
 
-def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool) -> int:
-    """CTA b's time in stage-times: its stages, the fill, and a fix-up per segment that shares its tile."""
-    return FILL + sum(k + (FIXUP if parts > 1 else 0) for _, _, k, _, parts in segments(b, grid, tiles, k_stages,
+def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: float = FIXUP) -> float:
+    """CTA b's time in stage-times: its stages, the fill, and a fix-up (`fixup` stage-times) per segment that shares
+    its tile."""
+    return FILL + sum(k + (fixup if parts > 1 else 0) for _, _, k, _, parts in segments(b, grid, tiles, k_stages,
                                                                                             stream))
 
 
@@ -238,14 +239,12 @@ def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
     """(estimated time, grid, stream) of the cheaper of whole tiles and (up to MID_M_STREAM_MAX rows) stream-K over
     min(2 x tiles, SMs) CTAs for a mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages,
     a fix-up per shared segment) x a stage's time for the tile height."""
-    tiles = config.tiles(m, n)
-    whole = (MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * (FILL + -(-tiles // sm_count) * k_stages)
-    best = (whole, min(tiles, sm_count), False)
+    tiles, stage = config.tiles(m, n), MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m
+    best = (stage * (FILL + -(-tiles // sm_count) * k_stages), min(tiles, sm_count), False)
     grid, fixup = min(2 * tiles, sm_count, tiles * k_stages), MID_M_FIXUP * config.block_m / 128
     if m <= MID_M_STREAM_MAX and (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
-        busiest = max(FILL + sum(k + (fixup if parts > 1 else 0) for _, _, k, _, parts in
-                                 segments(b, grid, tiles, k_stages, True)) for b in range(grid))
-        best = min(best, ((MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m) * busiest, grid, True))
+        busiest = max(cta_cost(b, grid, tiles, k_stages, True, fixup) for b in range(grid))
+        best = min(best, (stage * busiest, grid, True))
     return best
 
 
