@@ -60,3 +60,22 @@ GN_DEVICE bool ticket_arrive(int* ticket, int parts) {
   *ticket = 0;
   return true;
 }
+
+// The tile's first part (split 0) in stream-K usually finishes its share last: the share ends the CTA's range, while
+// the other parts' shares begin theirs. So it waits for the others instead of publishing its own sums: one thread
+// polls the counter (acquire) until all `parts - 1` others have arrived, re-arms it, and returns true; the CTA then
+// adds the published parts to its own, in part order (the same sums, bit for bit, as when another part is last). The
+// wait is bounded (`polls`): where the others are late (not yet resident, say) it returns false and the part takes
+// the ticket path (publish and arrive), so no CTA ever waits for one that cannot run.
+GN_DEVICE bool others_arrived(int* ticket, int parts, int polls) {
+  for (int i = 0; i < polls; ++i) {
+    int arrived;
+    asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(ticket) : "memory");
+    if (arrived == parts - 1) {
+      *ticket = 0;  // nobody else touches it in this launch: every other part has arrived
+      return true;
+    }
+    __nanosleep(100);
+  }
+  return false;
+}

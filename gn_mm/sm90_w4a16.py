@@ -99,23 +99,23 @@ class Sm90W4A16Config:
 
 
 C = Sm90W4A16Config
-# Mid M. M = 257..1024: which tile height pads M least and fills the SMs best decides (256 x 128 tiles alone ran M = 288
-# as two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans are costed in
-# stage-times (`mid_m_plan`): a stage of a bm-row tile takes MID_M_STAGE[0] + MID_M_STAGE[1] x bm (H100 us: 128 x 128
-# 0.42, 192 x 128 0.53, 256 x 128 0.69 from whole tiles at K = 4096), a fix-up MID_M_FIXUP stage-times per 128 rows (its
-# sums are the tile's). Fitted on benchmarks/results/w4a16_bigm_probe_h100.json (M = 288-1024 x 7 shapes, every
-# candidate whole and stream-K): the picks take 0.888x the time of 256 x 128 tiles alone there and are within 0.7% of
-# the best candidate on average.
-# M = 129..192 the same way, unless the one-consumer 128 x 64 tile takes one round (it leads there: 4096 x 4096 M = 160
-# 16.6 us against 19.3 for the best two-consumer plan): 192-row tiles, one row block without the 256-row tile's padding
-# (4096 x 14336 M = 160 41.6 -> 34.2 us, 4096 x 9216 37.3 -> 33.0), or 128-row ones split over the SMs (4096 x 5120 25.7
-# -> 23.9); M = 193..256 keeps its rules (the model found nothing there beyond noise): benchmarks/results/
-# w4a16_lowm_probe_h100.json.
-# M = 1025..2048: the same choice of tile height over whole tiles only (the estimate's stream-K plans lost up to 8%
-# there): 4096 x 4096 M = 1280 86.4 -> 68.0 us (192 rows), 14336 x 4096 M = 1152 280.3 -> 217.7; the picks 0.959x the
-# time of 256-row tiles over 28 probe rows, the worst 1.03 (benchmarks/results/w4a16_bigm2_probe_h100.json).
-MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.00211), 10
-MID_M_STREAM_MAX = 1024  # past it, whole tiles only
+# Mid M: M = 129..192 and 257..2048. Which tile height pads M least and fills the SMs best decides (256 x 128 tiles
+# alone ran M = 288 as two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans
+# are costed in stage-times (`mid_m_plan`): a stage of a bm-row tile costs MID_M_STAGE[0] + MID_M_STAGE[1] x bm, a
+# fix-up MID_M_FIXUP stage-times per 128 rows (its sums are the tile's). Past MID_M_STREAM_MAX rows a weight of
+# WEIGHT_ONCE_BYTES or more runs whole tiles: stream-K CTAs that share a weight column block run at different K offsets,
+# so past L2's reach they stream it from DRAM once per row block (8192 x 28672 M = 1536-1792 1049 / 1190 us whole
+# against 1140 / 1321 stream-K; 14336 x 8192 M = 1536 497 / 598). The constants are fitted to pick the plans that
+# measured fastest, not to predict times (a stage measures 0.42 / 0.53 / 0.69 us for 128 / 192 / 256 rows on an H100):
+# over every candidate whole and stream-K at M = 136-1792 x 7-8 shapes (benchmarks/results/
+# w4a16_{bigm,bigm2,lowm}_probe_s32_h100.json, after part 0 of a tile stopped publishing its sums) the picks take
+# 1.006 / 1.011 / 1.004x the best candidate's time at M = 257-1024 / 1025-2048 / 129-192 (the constants before, fitted
+# on the older fix-up with no stream-K past 1024 rows: 1.022 / 1.057 / 1.030).
+# M = 129..192 only where the rounds pick is a two-consumer tile: the one-consumer 128 x 64 tile leads where it takes
+# one round (4096 x 4096 M = 160 16.6 us against 19.3 for the best two-consumer plan). M = 193..256 keeps its rules (the
+# estimate found nothing there beyond noise).
+MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.0012), 5
+MID_M_STREAM_MAX = 1024  # past it, stream-K only for weights under WEIGHT_ONCE_BYTES (defined below)
 
 
 def mid_m(m: int) -> bool:
@@ -236,13 +236,14 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: 
 
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:
-    """(estimated time, grid, stream) of the cheaper of whole tiles and (up to MID_M_STREAM_MAX rows) stream-K over
-    min(2 x tiles, SMs) CTAs for a mid-M problem (MID_M's comments): stage-times of the busiest CTA (fill, stages,
-    a fix-up per shared segment) x a stage's time for the tile height."""
+    """(estimated cost, grid, stream) of the cheaper of whole tiles and stream-K over min(2 x tiles, SMs) CTAs for a
+    mid-M problem (MID_M's comments; no stream-K past MID_M_STREAM_MAX rows for a weight of WEIGHT_ONCE_BYTES or more):
+    stage-times of the busiest CTA (fill, stages, a fix-up per shared segment) x a stage's cost for the tile height."""
     tiles, stage = config.tiles(m, n), MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m
     best = (stage * (FILL + -(-tiles // sm_count) * k_stages), min(tiles, sm_count), False)
     grid, fixup = min(2 * tiles, sm_count, tiles * k_stages), MID_M_FIXUP * config.block_m / 128
-    if m <= MID_M_STREAM_MAX and (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
+    streams = m <= MID_M_STREAM_MAX or n * k_stages * config.k_sub * 32 < WEIGHT_ONCE_BYTES
+    if streams and (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
         busiest = max(cta_cost(b, grid, tiles, k_stages, True, fixup) for b in range(grid))
         best = min(best, (stage * busiest, grid, True))
     return best

@@ -6,7 +6,7 @@ before they land (benchmarks/results/w4a16_*_ab_h100.json, w4a16_*_probe_h100.js
     mkdir -p base && git archive REV gn_mm cuda_src codegen | tar -x -C base && mv base/gn_mm base/gn_mm_base
     python scripts/w4a16_ab.py --base base --shapes rows.json --out ab.json
     # forced configs (name/splits; splits: h = the config's own schedule, 1 = whole tiles, s = stream-K) against the
-    # heuristic and fp16 torch.matmul on the dequantised weight
+    # heuristic and fp16 torch.matmul on the dequantised weight (with --base: on both builds, against each other)
     python scripts/w4a16_ab.py --configs w4a16wg_192x128_c2_s6/1,w4a16wg_128x128_c2_s6/2 --shapes rows.json --out p.json
 
 rows.json: any results file with rows of k, n, m (e.g. benchmarks/results/w4a16_mid_m_ab_h100.json).
@@ -52,9 +52,12 @@ def main() -> None:
                 fns["old"] = lambda i: base.w4a16_mm(acts[i], ws[i][1])
             else:
                 fns["fp16"] = lambda i: acts[i] @ ws[i][1].t()  # an [N, K] weight, as the benchmark has it
-            for cfg, sp in forced:
+            for cfg, sp in forced:  # with --base on both builds ("old <config>/<splits>": the other build's)
                 fns[f"{cfg}/{sp or 'h'}"] = (lambda cfg, sp: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=cfg,
                                                                                         splits=sp))(cfg, sp)
+                if base:
+                    fns[f"old {cfg}/{sp or 'h'}"] = (lambda cfg, sp: lambda i: base.w4a16_mm(
+                        acts[i], ws[i][1], config=cfg, splits=sp))(cfg, sp)
             ref = fns["new"](0).double()
             rel = {w: float((f(0).double() - ref).abs().max() / ref.abs().max()) for w, f in fns.items() if w != "fp16"}
             t = {w: [] for w in fns}

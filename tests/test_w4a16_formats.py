@@ -175,30 +175,36 @@ def test_wgmma_w4a16_schedule():
     # round); not at 112 (85%), nor with one consumer (80 tiles of 128 x 64), nor where an aligned split fits (64 x 2);
     # and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
     # tiles), where no aligned split fits (32 tiles split 4 ways), with two consumers (75 one-consumer tiles stay
-    # whole), and for M <= 256 (432 tiles of 256 x 128 at M = 1536 stay whole).
+    # whole), and for M <= 256 (720 tiles of 256 x 128 at M = 2560 stay whole; M = 1536 is `mid_m_plan`'s, below).
     wide, narrow, tall = C(128, 2, 1, 6), C(128, 1, 1, 8), C(256, 2, 1, 4)
     for cfg, m, n, k_stages, want in [
             (wide, 128, 9216, 64, (132, True)), (wide, 128, 18944, 64, (132, True)), (wide, 128, 14336, 64, (112, False)),
             (narrow, 128, 5120, 64, (80, False)), (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)),
             (wide, 128, 256, 4, (2, False)), (wide, 128, 18944, 1, (132, False)), (wide, 128, 4096, 64, (128, True)),
-            (narrow, 128, 4800, 64, (75, False)), (tall, 1536, 9216, 64, (132, False)),
+            (narrow, 128, 4800, 64, (75, False)), (tall, 2560, 9216, 64, (132, False)),
             (tall, 256, 9216, 64, (132, True))]:
         assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
-    # M = 257..1024: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
-    # costs least: two 192-row blocks for M = 288 (not two of 256), four 192-row ones at M = 768 x 4096 (128 tiles, one
-    # round; 256-row tiles would fill 96 SMs), five 128-row ones at M = 640 x 14336 split over the SMs.
+    # M = 257..2048: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
+    # costs least: two 192-row blocks for M = 288 (not two of 256) split over the SMs, four 192-row ones at M = 768 x
+    # 4096 (128 tiles, one round; 256-row tiles would fill 96 SMs), three 256-row ones at M = 640 x 14336 split over
+    # the SMs, whole ones at M = 1024 x 8192 (256 tiles: two full rounds).
     wide192 = C(192, 2, 1, 6)
-    assert sm90_w4a16.schedule(wide192, 288, 6144, 64, 132) == (96, False)
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 640, 14336, 64, 132) == (132, True)
+    assert sm90_w4a16.schedule(wide192, 288, 6144, 64, 132) == (132, True)
+    assert sm90_w4a16.schedule(tall, 640, 14336, 64, 132) == (132, True)
     assert sm90_w4a16.schedule(tall, 512, 9216, 64, 132) == (132, True)  # 144 tiles: a thin second round
-    assert sm90_w4a16.schedule(wide192, 1280, 4096, 64, 132) == (132, False)  # past 1024 rows: whole tiles only
+    assert sm90_w4a16.schedule(tall, 1024, 8192, 128, 132) == (132, False)
+    assert sm90_w4a16.schedule(tall, 1536, 9216, 64, 132) == (132, True)  # 432 tiles: 3.3 rounds
+    # Past 1024 rows a weight of 32 MiB or more runs whole tiles (stream-K CTAs at different K offsets would stream
+    # each of its column blocks from DRAM once per row block).
+    assert sm90_w4a16.schedule(tall, 1792, 28672, 128, 132) == (132, False)
+    assert sm90_w4a16.schedule(tall, 1024, 28672, 128, 132) == (132, True)
     # M = 129..192 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): 192 rows at N = 14336, 128
     # rows split over the SMs at N = 5120.
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 160, 5120, 64, 132) == (132, True)
     for m, k, n, want in [(160, 4096, 14336, wide192), (160, 4096, 4096, narrow), (160, 4096, 5120, C(128, 2, 1, 6)),
                           (224, 4096, 5120, C(128, 2, 1, 6)),
-                          (288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, C(128, 2, 1, 6)),
-                          (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1280, 4096, 4096, wide192),
+                          (288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, tall),
+                          (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1280, 4096, 4096, tall),
                           (2049, 4096, 4096, tall)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64) == want, (m, k, n)
     # Overrides: 1 whole tiles; s > 1 stream-K over tiles x s CTAs.

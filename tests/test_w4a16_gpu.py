@@ -198,11 +198,12 @@ def test_two_row_blocks_of_a_large_weight_run_as_one(m, asym, rows):
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("m,k,n,asym,rows,stream", [
-    (300, 4096, 6144, False, 192, False), (610, 2048, 14336, True, 128, True), (330, 14336, 4096, True, 192, True),
-    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False), (1100, 2048, 4096, True, 192, False)])
+    (300, 2048, 6144, False, 192, False), (610, 2048, 14336, True, 128, True), (330, 14336, 4096, True, 192, True),
+    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False), (1100, 2048, 4096, True, 192, True),
+    (1100, 2048, 5120, False, 192, False), (1700, 4096, 5120, True, 256, True)])
 def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
-    """M = 129..192 and 257..2048: the tile height and plan `mid_m_plan` costs least (ragged row blocks, stream-K
-    parts; whole tiles past 1024 rows)."""
+    """M = 129..192 and 257..2048: the tile height and plan `mid_m_plan` costs least (ragged row blocks, whole tiles
+    and stream-K parts, whose part 0 of a 192- or 256-row tile waits for the others instead of publishing)."""
     g = 128
     qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
     a = torch.randn(m, k, device="cuda").bfloat16()
