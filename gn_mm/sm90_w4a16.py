@@ -115,7 +115,7 @@ C = Sm90W4A16Config
 # one round (4096 x 4096 M = 160 16.6 us against 19.3 for the best two-consumer plan). M = 193..256 keeps its rules (the
 # estimate found nothing there beyond noise).
 MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.0012), 5
-MID_M_STREAM_MAX = 1024  # past it, stream-K only for weights under WEIGHT_ONCE_BYTES (defined below)
+MID_M_STREAM_MAX = 1024  # past it, stream-K only for weights under WEIGHT_ONCE_BYTES (`large_weight`, below)
 
 
 def mid_m(m: int) -> bool:
@@ -171,6 +171,12 @@ MAX_K64 = {C(128, 1, 1, 8): 128}
 WEIGHT_ONCE_BYTES, WEIGHT_ONCE_FILL = 32 << 20, 0.9
 
 
+def large_weight(n: int, k64: int) -> bool:
+    """Whether an int4 weight of N columns and k64 64-value slices of K (32 bytes per column and slice) holds
+    WEIGHT_ONCE_BYTES or more: past L2's reach, where streaming it more than once costs DRAM time."""
+    return n * k64 * 32 >= WEIGHT_ONCE_BYTES
+
+
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
@@ -185,7 +191,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     if mid_m(m) and best.consumers > 1:
         return min((c for c in candidates if c.consumers > 1),
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
-    if 128 < m <= 256 and best.block_m == 128 and n * k64 * 32 >= WEIGHT_ONCE_BYTES:
+    if 128 < m <= 256 and best.block_m == 128 and large_weight(n, k64):
         tall = next((c for c in candidates if c.block_m == 256), None)
         if tall is not None and rounds(tall) <= rounds(best) and \
                 WEIGHT_ONCE_FILL * sm_count <= 2 * tall.tiles(m, n) <= sm_count:
@@ -242,7 +248,7 @@ def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
     tiles, stage = config.tiles(m, n), MID_M_STAGE[0] + MID_M_STAGE[1] * config.block_m
     best = (stage * (FILL + -(-tiles // sm_count) * k_stages), min(tiles, sm_count), False)
     grid, fixup = min(2 * tiles, sm_count, tiles * k_stages), MID_M_FIXUP * config.block_m / 128
-    streams = m <= MID_M_STREAM_MAX or n * k_stages * config.k_sub * 32 < WEIGHT_ONCE_BYTES
+    streams = m <= MID_M_STREAM_MAX or not large_weight(n, k_stages * config.k_sub)
     if streams and (grid > tiles or tiles > sm_count) and tiles * k_stages * grid < 1 << 32:
         busiest = max(cta_cost(b, grid, tiles, k_stages, True, fixup) for b in range(grid))
         best = min(best, (stage * busiest, grid, True))

@@ -15,7 +15,6 @@ rows.json: any results file with rows of k, n, m (e.g. benchmarks/results/w4a16_
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 
@@ -52,12 +51,10 @@ def main() -> None:
                 fns["old"] = lambda i: base.w4a16_mm(acts[i], ws[i][1])
             else:
                 fns["fp16"] = lambda i: acts[i] @ ws[i][1].t()  # an [N, K] weight, as the benchmark has it
-            for cfg, sp in forced:  # with --base on both builds ("old <config>/<splits>": the other build's)
-                fns[f"{cfg}/{sp or 'h'}"] = (lambda cfg, sp: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=cfg,
-                                                                                        splits=sp))(cfg, sp)
-                if base:
-                    fns[f"old {cfg}/{sp or 'h'}"] = (lambda cfg, sp: lambda i: base.w4a16_mm(
-                        acts[i], ws[i][1], config=cfg, splits=sp))(cfg, sp)
+            builds = (("", gn_mm, 0), ("old ", base, 1)) if base else (("", gn_mm, 0),)
+            for (cfg, sp), (tag, lib, j) in ((f, b) for f in forced for b in builds):  # "old ...": the other build's
+                fns[f"{tag}{cfg}/{sp or 'h'}"] = (lambda lib, j, cfg, sp: lambda i: lib.w4a16_mm(
+                    acts[i], ws[i][j], config=cfg, splits=sp))(lib, j, cfg, sp)
             ref = fns["new"](0).double()
             rel = {w: float((f(0).double() - ref).abs().max() / ref.abs().max()) for w, f in fns.items() if w != "fp16"}
             t = {w: [] for w in fns}
