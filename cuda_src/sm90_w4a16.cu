@@ -62,7 +62,14 @@ constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
 // cover would block forever.
 constexpr bool REBALANCE = CONSUMERS <= 2;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
-constexpr int CHUNK_ROWS = BLOCK_M < 64 ? BLOCK_M : 64;  // output chunk: CHUNK_ROWS x 64 columns (128 bytes)
+// Output chunks: CHUNK_ROWS x 64 columns (128 bytes), the largest multiple of 8 rows up to 64 that divides BLOCK_M
+// (a TMA store box has one size; tiles fitted to M, such as 144 or 224 rows, store 48- or 56-row chunks).
+__host__ __device__ constexpr int chunk_rows() {
+  int r = BLOCK_M < 64 ? BLOCK_M : 64;
+  while (BLOCK_M % r) r -= 8;
+  return r;
+}
+constexpr int CHUNK_ROWS = chunk_rows();
 constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
@@ -78,7 +85,7 @@ static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
               "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
-static_assert(BLOCK_M < 64 || BLOCK_M % 64 == 0, "BLOCK_M past 64 must be a multiple of 64 (output chunks)");
+static_assert(BLOCK_M <= 64 || CHUNK_ROWS >= 32, "BLOCK_M past 64 needs output chunks of 32 rows or more");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "1 to 4 consumer warpgroups");
 static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
 

@@ -53,6 +53,14 @@ class Sm90W4A16Config:
         bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
         return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[6] or 0))
 
+    @property
+    def chunk_rows(self) -> int:
+        """Rows of an output chunk (one TMA store box): the largest multiple of 8 up to 64 that divides block_m."""
+        r = min(self.block_m, 64) // 8 * 8
+        while r > 8 and self.block_m % r:
+            r -= 8
+        return r
+
     def fold(self, group_size: int) -> bool:
         """Whether the kernel scales each stage's sums in fp32 (exact (q - zero) on the tensor cores, no multiply
         per weight): a stage must span one group (not G = 32), and the tile's sums and two stage sets (3 x 32
@@ -63,8 +71,9 @@ class Sm90W4A16Config:
         """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
         (0: per-channel), or None (the kernel's static_asserts, checked before NVRTC sees them). Two slices per
         stage need the per-stage fold with one group per stage."""
-        if self.block_m % 8 or not 8 <= self.block_m <= 256 or (self.block_m > 64 and self.block_m % 64):
-            return f"{self.name}: block_m (the wgmma N) must be a multiple of 8 up to 64, or of 64 up to 256"
+        if self.block_m % 8 or not 8 <= self.block_m <= 256 or (self.block_m > 64 and self.chunk_rows < 32):
+            return (f"{self.name}: block_m (the wgmma N) must be a multiple of 8 up to 256, and past 64 one with a "
+                    "divisor of 32 to 64 rows, a multiple of 8 (its output chunks)")
         if not 1 <= self.consumers <= 4 or self.row_blocks < 1 or self.stages < 2:
             return f"{self.name}: 1 to 4 consumers, at least one 64-column block each, at least 2 stages"
         if self.k_sub == 1:
@@ -93,13 +102,13 @@ class Sm90W4A16Config:
 
     def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
         """The ring, two output chunks per consumer, the barriers and 1 KB of alignment slack."""
-        chunk = -(-min(self.block_m, 64) * 128 // 1024) * 1024
+        chunk = -(-self.chunk_rows * 128 // 1024) * 1024
         return (self.stages * self.stage_bytes(group_size, has_zeros) + self.consumers * 2 * chunk
                 + 16 * self.stages + 1024)
 
 
 C = Sm90W4A16Config
-# Mid M: M = 129..192 and 257..2048. Which tile height pads M least and fills the SMs best decides (256 x 128 tiles
+# Mid M: M = 129..2048. Which tile height pads M least and fills the SMs best decides (256 x 128 tiles
 # alone ran M = 288 as two 256-row blocks, 0.6-0.7x fp16 torch.matmul). Each candidate's whole-tile and stream-K plans
 # are costed in stage-times (`mid_m_plan`): a stage of a bm-row tile costs MID_M_STAGE[0] + MID_M_STAGE[1] x bm, a
 # fix-up MID_M_FIXUP stage-times per 128 rows (its sums are the tile's). Past MID_M_STREAM_MAX rows a weight of
@@ -111,10 +120,10 @@ C = Sm90W4A16Config
 # w4a16_{bigm,bigm2,lowm}_probe_s32_h100.json, after part 0 of a tile stopped publishing its sums) the picks take
 # 1.006 / 1.011 / 1.004x the best candidate's time at M = 257-1024 / 1025-2048 / 129-192 (the constants before, fitted
 # on the older fix-up with no stream-K past 1024 rows: 1.022 / 1.057 / 1.030).
-# M = 129..192 only where the rounds pick is a two-consumer tile: the one-consumer 128 x 64 tile leads where it takes
-# one round (4096 x 4096 M = 160 16.6 us against 19.3 for the best two-consumer plan). M = 193..256 keeps its rules (the
-# estimate found nothing there beyond noise).
-MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 192), (256, 1024), (1024, 2048)), (0.146, 0.0012), 5
+# M = 129..256 only where the rounds pick is a two-consumer tile: the one-consumer 128 x 64 tile leads where it takes
+# one round (4096 x 4096 M = 160 16.6 us against 19.3 for the best two-consumer plan). Up to MID_M_STREAM_MAX rows the
+# candidates include FITTED tile heights (below).
+MID_M, MID_M_STAGE, MID_M_FIXUP = ((128, 2048),), (0.146, 0.0012), 5
 MID_M_STREAM_MAX = 1024  # past it, stream-K only for weights under WEIGHT_ONCE_BYTES (`large_weight`, below)
 
 
@@ -140,14 +149,24 @@ def mid_m(m: int) -> bool:
 # 10.45 us / 10.74, 14336 x 4096 19.3 / 20.8, 4096 x 14336 17.4 / 19.5, 8192 x 8192 20.5 / 22.3; the fold with
 # 64-value stages was slower than either, 11.2 at 4096 x 4096). Measured on an H200 unless said:
 # benchmarks/results/w4a16_tune*.json.
+# Tiles fitted to M: the wgmma N takes any multiple of 8, so a row block need not be 128, 192 or 256 rows; these
+# heights (output chunks of 40-56 rows: one TMA store box size per tile) cover M = 129..1024 in 1-4 row blocks with
+# little padding (M = 288: 2 x 144, not 2 x 192; M = 600: 3 x 200, not 3 x 256). `mid_m_plan` costs them like the
+# others. A/Bs against 128 / 192 / 256 only, CUDA-graph replay, 3 interleaved rounds, bf16, G = 128: H200, 96 changed
+# picks over 7 shapes at M = 150-1792, 0.94x / 0.92x the time (M = 288 14336 x 8192 129.4 -> 107.1 us, M = 400 8192 x
+# 28672 359.9 -> 305.0); H100, 84 other rows over 9 shapes 0.918x; M = 193..256, 61 rows 0.921x (8192 x 28672 M = 200
+# 182.8 -> 144.0), the worst 1.025 (4096 x 11008 M = 232). 240 rows lost to 256 (1.01-1.08: dropped), and past 1024
+# rows the fitted tiles won nothing overall (8192 x 28672 M = 1536 1071 -> 1123 us, 4096 x 11008 M = 1100 150 -> 169;
+# padding is at most a fifth there): benchmarks/results/w4a16_fitted_*.json.
+FITTED = (C(144, 2, 1, 6), C(160, 2, 1, 6), C(168, 2, 1, 6), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 6))),
-    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4), C(192, 2, 1, 6))),
-    (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 6))),  # by estimated time (`mid_m_plan`)
+    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
+    (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 6), *FITTED)),  # by estimated time (`mid_m_plan`)
     (1 << 31, (C(256, 2, 1, 4),)),
 )
 
@@ -160,15 +179,16 @@ CONFIGS = (
 MAX_K64 = {C(128, 1, 1, 8): 128}
 
 
-# Two 128-row blocks of a large weight (M = 129..256): 128-row tiles stream each weight column twice, once per row
-# block, and the two CTAs that share a column drift apart, so past L2's reach the weight comes from DRAM twice (and the
-# time varies call to call); a 256-row tile streams it once. Where the 256-row tiles fill the SMs in an aligned 2-way K
+# Large weights: two 128-row blocks (M = 129..256) stream each weight column twice, once per row block, and the two
+# CTAs that share a column drift apart, so past L2's reach the weight comes from DRAM twice (and the time varies call
+# to call); a 256-row tile streams it once. Where the 256-row tiles fill the SMs in an aligned 2-way K
 # split (N = 8192), they win from 32 MiB of int4 weight. H100, CUDA-graph replay, 3 interleaved rounds, us, 128 x 128
 # whole tiles (two runs) -> 256 x 128 split 2 ways (fp16 torch.matmul): 14336 x 8192 M = 160 103.0 / 96.8 -> 85.0
 # (86.5), M = 256 110.5 / 110.4 -> 96.4 (93.6); 28672 x 8192 M = 192 206.0 / 212.9 -> 174.1 (188.1); 8192 x 8192 M = 256
 # 75.0 / 58.4 -> 55.0 (56.9), M = 192 54.6 / 54.3 -> 54.6; smaller weights lose (4096 x 8192 M = 256 27.9 -> 32.0, 8192
-# x 4096 31.7 -> 35.4): benchmarks/results/w4a16_m256_rows_probe_h100.json.
-WEIGHT_ONCE_BYTES, WEIGHT_ONCE_FILL = 32 << 20, 0.9
+# x 4096 31.7 -> 35.4): benchmarks/results/w4a16_m256_rows_probe_h100.json. A rule took the 256-row tile there until
+# M = 193..256 joined MID_M, whose estimate makes the same picks (one row block of 160-256 rows) by itself.
+WEIGHT_ONCE_BYTES = 32 << 20
 
 
 def large_weight(n: int, k64: int) -> bool:
@@ -180,22 +200,17 @@ def large_weight(n: int, k64: int) -> bool:
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
-    tile costs a whole second pass), the first on a tie, except that two 128-row blocks of a weight of
-    WEIGHT_ONCE_BYTES or more take the 256-row tile where it needs no more rounds and, split 2 ways, fills
-    WEIGHT_ONCE_FILL of the SMs; and in the MID_M ranges, unless the pick has one consumer, the two-consumer
-    candidate whose best plan `mid_m_plan` costs least."""
+    tile costs a whole second pass), the first on a tie; in the MID_M ranges, unless the pick has one consumer,
+    the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX
+    rows)."""
     candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
                   if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
     if mid_m(m) and best.consumers > 1:
-        return min((c for c in candidates if c.consumers > 1),
+        fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
+        return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
-    if 128 < m <= 256 and best.block_m == 128 and large_weight(n, k64):
-        tall = next((c for c in candidates if c.block_m == 256), None)
-        if tall is not None and rounds(tall) <= rounds(best) and \
-                WEIGHT_ONCE_FILL * sm_count <= 2 * tall.tiles(m, n) <= sm_count:
-            return tall
     return best
 
 
@@ -358,7 +373,7 @@ class Plan:
         map_z = map_s if w.zeros is None else tma.rows_map(
             w.zeros.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "zeros", box_bytes=32 * gps,
             swizzle=0)
-        map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, min(cfg.block_m, 64), "out")
+        map_c = tma.rows_map(c.data_ptr(), m, w.n * 2, w.n * 2, cfg.chunk_rows, "out")
         ws, tk = workspace or self.workspace(a) or (c, c)  # (c, c): unused
         runtime.launch(self.main, (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_at, map_s, map_z, map_c, w.packed, bias if bias is not None else c, ws, tk, m, w.n,

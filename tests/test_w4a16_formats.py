@@ -109,17 +109,15 @@ def test_wgmma_family_choice_and_refusal():
     # tiles); 256 columns where 128 would take two rounds (N = 28672: 112 tiles instead of 224).
     assert sm90_w4a16.choose(16, 14336, 132).block_n == 128 and sm90_w4a16.choose(16, 28672, 132).block_n == 256
     assert sm90_w4a16.choose(1, 28672, 132).name == "w4a16wg_8x256_c2_s5_k128"
-    # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: 128-row tiles at
-    # N = 4096 (64 tiles), 256-row tiles at N = 14336 (112 tiles, not 224).
-    assert sm90_w4a16.choose(256, 4096, 132).block_m == 128
-    assert sm90_w4a16.choose(256, 14336, 132).block_m == 256
-    # Two 128-row blocks of a weight of 32 MiB or more (K x N / 2 bytes) take the 256-row tile, which streams it once,
-    # where its tiles split 2 ways fill 90% of the SMs (N = 8192: 64 tiles, 128 CTAs); not below 32 MiB, not at
-    # M <= 128 (one row block) or past 256, not where the 256-row tiles would leave SMs idle (N = 7168: 112 CTAs).
-    # (M = 129..192 takes the 192-row tile there, which streams it once too: `mid_m_plan`, below.)
-    for m, k, n, rows in [(129, 8192, 8192, 192), (256, 8192, 8192, 256), (200, 28672, 8192, 256),
-                          (200, 8192, 8448, 256), (128, 8192, 8192, 128), (256, 4096, 8192, 128),
-                          (256, 8192, 4096, 128), (200, 8192, 7168, 128), (200, 8064, 8192, 128)]:
+    # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: the one-consumer 128 x 64 tile at
+    # N = 4096 (128 tiles); past it, at M = 129..2048, the two-consumer tile whose plan `mid_m_plan` costs least.
+    assert sm90_w4a16.choose(256, 4096, 132, 128, 64).block_m == 128
+    assert sm90_w4a16.choose(256, 14336, 132, 128, 64).block_m == 256
+    # A weight of 32 MiB or more (K x N / 2 bytes) at M = 129..256 streams once, in one row block fitted to M (FITTED)
+    # or of 256 rows; 128-row tiles where the weight fits in L2 (4096 x 8192) or one round of 128 x 64 tiles does.
+    for m, k, n, rows in [(129, 8192, 8192, 144), (256, 8192, 8192, 256), (200, 28672, 8192, 200),
+                          (240, 28672, 8192, 256), (200, 8192, 8448, 200), (128, 8192, 8192, 128),
+                          (256, 4096, 8192, 128), (256, 8192, 4096, 128)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64).block_m == rows, (m, k, n)
     assert sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_64x256_c2_s6") == sm90_w4a16.Sm90W4A16Config(64, 2, 2, 6)
     pre = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_p3")
@@ -184,10 +182,11 @@ def test_wgmma_w4a16_schedule():
             (narrow, 128, 4800, 64, (75, False)), (tall, 2560, 9216, 64, (132, False)),
             (tall, 256, 9216, 64, (132, True))]:
         assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
-    # M = 257..2048: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
-    # costs least: two 192-row blocks for M = 288 (not two of 256) split over the SMs, four 192-row ones at M = 768 x
-    # 4096 (128 tiles, one round; 256-row tiles would fill 96 SMs), three 256-row ones at M = 640 x 14336 split over
-    # the SMs, whole ones at M = 1024 x 8192 (256 tiles: two full rounds).
+    # M = 129..2048: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
+    # costs least: two 144-row blocks for M = 288 (not two of 192 or 256) split over the SMs, four 192-row ones at
+    # M = 768 x 4096 (128 tiles, one round; 256-row tiles would fill 96 SMs), three 224-row ones at M = 640 x 14336
+    # split over the SMs, whole 256-row ones at M = 1024 x 8192 (256 tiles: two full rounds); past 1024 rows no
+    # FITTED heights (1280 x 4096: 256 rows, not 8 x 160).
     wide192 = C(192, 2, 1, 6)
     assert sm90_w4a16.schedule(wide192, 288, 6144, 64, 132) == (132, True)
     assert sm90_w4a16.schedule(tall, 640, 14336, 64, 132) == (132, True)
@@ -198,12 +197,13 @@ def test_wgmma_w4a16_schedule():
     # each of its column blocks from DRAM once per row block).
     assert sm90_w4a16.schedule(tall, 1792, 28672, 128, 132) == (132, False)
     assert sm90_w4a16.schedule(tall, 1024, 28672, 128, 132) == (132, True)
-    # M = 129..192 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): 192 rows at N = 14336, 128
-    # rows split over the SMs at N = 5120.
+    # M = 129..256 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): one 160-row block at
+    # N = 14336 and 5120 (M = 150-160), 128 rows split over the SMs at M = 224 x 5120.
     assert sm90_w4a16.schedule(C(128, 2, 1, 6), 160, 5120, 64, 132) == (132, True)
-    for m, k, n, want in [(160, 4096, 14336, wide192), (160, 4096, 4096, narrow), (160, 4096, 5120, C(128, 2, 1, 6)),
-                          (224, 4096, 5120, C(128, 2, 1, 6)),
-                          (288, 4096, 6144, wide192), (768, 4096, 4096, wide192), (640, 4096, 14336, tall),
+    for m, k, n, want in [(160, 4096, 14336, C(160, 2, 1, 6)), (160, 4096, 4096, narrow),
+                          (150, 4096, 5120, C(160, 2, 1, 6)), (224, 4096, 5120, C(128, 2, 1, 6)),
+                          (288, 4096, 6144, C(144, 2, 1, 6)), (768, 4096, 4096, wide192),
+                          (640, 4096, 14336, C(224, 2, 1, 5)), (600, 8192, 28672, C(200, 2, 1, 6)),
                           (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1280, 4096, 4096, tall),
                           (2049, 4096, 4096, tall)]:
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64) == want, (m, k, n)

@@ -182,10 +182,10 @@ def test_stream_k_over_idle_two_consumer_tiles(m):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
-@pytest.mark.parametrize("m,asym,rows", [(129, False, 192), (200, True, 256)])
+@pytest.mark.parametrize("m,asym,rows", [(129, False, 144), (200, True, 200), (250, False, 256)])
 def test_two_row_blocks_of_a_large_weight_run_as_one(m, asym, rows):
-    """32 MiB of weight at N = 8192: one row block (the weight streamed once; 192 rows up to M = 192) split 2 ways
-    along K, rows past M in its ragged box."""
+    """32 MiB of weight at N = 8192: one row block (the weight streamed once; a FITTED height up to M = 224) split
+    2 ways along K, rows past M in its ragged box."""
     k, n, g = 8192, 8192, 128
     qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
     a = torch.randn(m, k, device="cuda").bfloat16()
@@ -198,12 +198,14 @@ def test_two_row_blocks_of_a_large_weight_run_as_one(m, asym, rows):
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("m,k,n,asym,rows,stream", [
-    (300, 2048, 6144, False, 192, False), (610, 2048, 14336, True, 128, True), (330, 14336, 4096, True, 192, True),
-    (150, 4096, 5120, True, 128, True), (170, 4096, 14336, False, 192, False), (1100, 2048, 4096, True, 192, True),
-    (1100, 2048, 5120, False, 192, False), (1700, 4096, 5120, True, 256, True)])
+    (300, 2048, 6144, False, 160, False), (610, 2048, 14336, True, 224, False), (330, 14336, 4096, True, 168, True),
+    (150, 4096, 5120, True, 160, True), (170, 4096, 14336, False, 192, False), (1100, 2048, 4096, True, 192, True),
+    (1100, 2048, 5120, False, 192, False), (1700, 4096, 5120, True, 256, True), (287, 2048, 6144, True, 144, False),
+    (770, 2048, 4096, False, 200, False), (230, 4096, 5120, False, 128, True)])
 def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
-    """M = 129..192 and 257..2048: the tile height and plan `mid_m_plan` costs least (ragged row blocks, whole tiles
-    and stream-K parts, whose part 0 of a 192- or 256-row tile waits for the others instead of publishing)."""
+    """M = 129..2048: the tile height (FITTED ones up to 1024 rows) and plan `mid_m_plan` costs least (ragged row
+    blocks, whole tiles and stream-K parts, whose part 0 of a tile of 128 rows or more waits for the others instead
+    of publishing)."""
     g = 128
     qweight, scales, qzeros = make_weight(k, n, g, asym, torch.bfloat16, seed=m)
     a = torch.randn(m, k, device="cuda").bfloat16()
@@ -212,6 +214,22 @@ def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert cfg.block_m == rows and sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms)[1] == stream
     check(gn_mm.w4a16_mm(a, w, out=poisoned(m, n, torch.bfloat16)), a, qweight, scales, qzeros, g)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("cfg", [c.name for c in sm90_w4a16.FITTED])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_fitted_tile_heights(cfg, splits):
+    """Tiles fitted to M (144 .. 240 rows: output chunks of 40 .. 56 rows) with a ragged last row block, ragged N,
+    whole tiles and stream-K parts."""
+    c = sm90_w4a16.Sm90W4A16Config.parse(cfg)
+    m, k, n, g, asym = 2 * c.block_m - 5, 1024, 456, 128, splits == 3
+    qweight, scales, qzeros = make_weight(k, n, g, asym, torch.float16 if asym else torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").to(scales.dtype)
+    bias = torch.randn(n, device="cuda").to(scales.dtype)
+    out = gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=g, bias=bias, config=cfg, splits=splits,
+                         out=poisoned(m, n, scales.dtype))
+    check(out, a, qweight, scales, qzeros, g, bias=bias)
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")

@@ -94,7 +94,7 @@ def test_gemm_config_problems_match_the_kernels_asserts():
              "w4a16_64x128_w8x8_s4": "1 to 32 warps"}
     for name, why in bad80.items():
         assert why in sm80_w4a16.W4A16Config.parse(name).problem(128, 64), name
-    bad90 = {"w4a16wg_12x128_c2_s4": "multiple of 8", "w4a16wg_96x128_c2_s4": "of 64 up to 256",
+    bad90 = {"w4a16wg_12x128_c2_s4": "multiple of 8", "w4a16wg_136x128_c2_s4": "divisor of 32 to 64 rows",
              "w4a16wg_8x384_c6_s4": "1 to 4 consumers", "w4a16wg_8x128_c2_s1": "at least 2 stages"}
     for name, why in bad90.items():
         assert why in sm90_w4a16.Sm90W4A16Config.parse(name).problem(128, 64), name
