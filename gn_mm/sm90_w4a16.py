@@ -157,16 +157,20 @@ def mid_m(m: int) -> bool:
 # 28672 359.9 -> 305.0); H100, 84 other rows over 9 shapes 0.918x; M = 193..256, 61 rows 0.921x (8192 x 28672 M = 200
 # 182.8 -> 144.0), the worst 1.025 (4096 x 11008 M = 232). 240 rows lost to 256 (1.01-1.08: dropped), and past 1024
 # rows the fitted tiles won nothing overall (8192 x 28672 M = 1536 1071 -> 1123 us, 4096 x 11008 M = 1100 150 -> 169;
-# padding is at most a fifth there): benchmarks/results/w4a16_fitted_*.json.
-FITTED = (C(144, 2, 1, 6), C(160, 2, 1, 6), C(168, 2, 1, 6), C(200, 2, 1, 6), C(224, 2, 1, 5))
+# padding is at most a fifth there): benchmarks/results/w4a16_fitted_*.json. Rings as deep as shared memory allows for
+# tiles of 128-168 rows (8 / 7 / 7 / 7 stages, not 6; 192 and 200 rows fit no seventh, 224 no sixth): a forced probe
+# found them 3-12% faster at M = 224-1400 (H100, benchmarks/results/w4a16_stages{,128}_probe_h100.json), the A/B of
+# 48 such picks 0.959x (worst 1.005; w4a16_deeper_rings_ab_h100.json); the 256-row tile with a fifth stage was 5-10%
+# slower than with four at M = 512-2048 (w4a16_stages256_probe_h100.json).
+FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
     (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6))),
-    (128, (C(128, 1, 1, 8), C(128, 2, 1, 6))),
-    (256, (C(128, 1, 1, 8), C(128, 2, 1, 6), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
-    (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 6), *FITTED)),  # by estimated time (`mid_m_plan`)
+    (128, (C(128, 1, 1, 8), C(128, 2, 1, 8))),
+    (256, (C(128, 1, 1, 8), C(128, 2, 1, 8), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
+    (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 8), *FITTED)),  # by estimated time (`mid_m_plan`)
     (1 << 31, (C(256, 2, 1, 4),)),
 )
 

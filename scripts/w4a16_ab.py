@@ -7,7 +7,7 @@ before they land (benchmarks/results/w4a16_*_ab_h100.json, w4a16_*_probe_h100.js
     python scripts/w4a16_ab.py --base base --shapes rows.json --out ab.json
     # forced configs (name/splits; splits: h = the config's own schedule, 1 = whole tiles, s = stream-K) against the
     # heuristic and fp16 torch.matmul on the dequantised weight (with --base: on both builds, against each other)
-    python scripts/w4a16_ab.py --configs w4a16wg_192x128_c2_s6/1,w4a16wg_128x128_c2_s6/2 --shapes rows.json --out p.json
+    python scripts/w4a16_ab.py --configs w4a16wg_192x128_c2_s6/1,w4a16wg_128x128_c2_s8/2 --shapes rows.json --out p.json
 
 rows.json: any results file with rows of k, n, m (e.g. benchmarks/results/w4a16_mid_m_ab_h100.json).
 """

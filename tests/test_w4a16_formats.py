@@ -174,7 +174,7 @@ def test_wgmma_w4a16_schedule():
     # and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
     # tiles), where no aligned split fits (32 tiles split 4 ways), with two consumers (75 one-consumer tiles stay
     # whole), and for M <= 256 (720 tiles of 256 x 128 at M = 2560 stay whole; M = 1536 is `mid_m_plan`'s, below).
-    wide, narrow, tall = C(128, 2, 1, 6), C(128, 1, 1, 8), C(256, 2, 1, 4)
+    wide, narrow, tall = C(128, 2, 1, 8), C(128, 1, 1, 8), C(256, 2, 1, 4)
     for cfg, m, n, k_stages, want in [
             (wide, 128, 9216, 64, (132, True)), (wide, 128, 18944, 64, (132, True)), (wide, 128, 14336, 64, (112, False)),
             (narrow, 128, 5120, 64, (80, False)), (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)),
@@ -199,10 +199,10 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(tall, 1024, 28672, 128, 132) == (132, True)
     # M = 129..256 too, unless the one-consumer 128 x 64 tile takes one round (4096 x 4096): one 160-row block at
     # N = 14336 and 5120 (M = 150-160), 128 rows split over the SMs at M = 224 x 5120.
-    assert sm90_w4a16.schedule(C(128, 2, 1, 6), 160, 5120, 64, 132) == (132, True)
-    for m, k, n, want in [(160, 4096, 14336, C(160, 2, 1, 6)), (160, 4096, 4096, narrow),
-                          (150, 4096, 5120, C(160, 2, 1, 6)), (224, 4096, 5120, C(128, 2, 1, 6)),
-                          (288, 4096, 6144, C(144, 2, 1, 6)), (768, 4096, 4096, wide192),
+    assert sm90_w4a16.schedule(C(128, 2, 1, 8), 160, 5120, 64, 132) == (132, True)
+    for m, k, n, want in [(160, 4096, 14336, C(160, 2, 1, 7)), (160, 4096, 4096, narrow),
+                          (150, 4096, 5120, C(160, 2, 1, 7)), (224, 4096, 5120, C(128, 2, 1, 8)),
+                          (288, 4096, 6144, C(144, 2, 1, 7)), (768, 4096, 4096, wide192),
                           (640, 4096, 14336, C(224, 2, 1, 5)), (600, 8192, 28672, C(200, 2, 1, 6)),
                           (512, 8192, 8192, tall), (1024, 8192, 8192, tall), (1280, 4096, 4096, tall),
                           (2049, 4096, 4096, tall)]:
