@@ -31,7 +31,7 @@
 #define GN_WGMMA_RA(d, a, desc_b, scale_d)
 #define GN_WGMMA_TOUCH(d)
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
-constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1;
+constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1, CHUNK_ROWS = 8;
 constexpr bool FOLD = true;  // per-stage fp32 scaling (Sm90W4A16Config.fold)
 // ---- kernel ----
 #include "int4_dequant.cuh"
@@ -62,14 +62,9 @@ constexpr int NUM_THREADS = 128 * (1 + CONSUMERS);
 // cover would block forever.
 constexpr bool REBALANCE = CONSUMERS <= 2;
 constexpr int PRODUCER_REGS = 40, CONSUMER_REGS = CONSUMERS == 2 ? 232 : 240;
-// Output chunks: CHUNK_ROWS x 64 columns (128 bytes), the largest multiple of 8 rows up to 64 that divides BLOCK_M
-// (a TMA store box has one size; tiles fitted to M, such as 144 or 224 rows, store 48- or 56-row chunks).
-__host__ __device__ constexpr int chunk_rows() {
-  int r = BLOCK_M < 64 ? BLOCK_M : 64;
-  while (BLOCK_M % r) r -= 8;
-  return r;
-}
-constexpr int CHUNK_ROWS = chunk_rows();
+// Output chunks: CHUNK_ROWS x 64 columns (128 bytes). CHUNK_ROWS comes from the host (Sm90W4A16Config.chunk_rows,
+// which also sizes the shared memory and the store map's box): a TMA store box has one size, so tiles fitted to M,
+// such as 144 or 224 rows, store 48- or 56-row chunks.
 constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
@@ -85,7 +80,8 @@ static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
               "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
-static_assert(BLOCK_M <= 64 || CHUNK_ROWS >= 32, "BLOCK_M past 64 needs output chunks of 32 rows or more");
+static_assert(CHUNK_ROWS % 8 == 0 && CHUNK_ROWS <= 64 && BLOCK_M % CHUNK_ROWS == 0 &&
+              (BLOCK_M <= 64 || CHUNK_ROWS >= 32), "output chunks: a multiple of 8 rows up to 64 dividing BLOCK_M");
 static_assert(CONSUMERS >= 1 && CONSUMERS <= 4, "1 to 4 consumer warpgroups");
 static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a multiple of 32");
 
