@@ -162,12 +162,31 @@ def mid_m(m: int) -> bool:
 # found them 3-12% faster at M = 224-1400 (H100, benchmarks/results/w4a16_stages{,128}_probe_h100.json), the A/B of
 # 48 such picks 0.959x (worst 1.005; w4a16_deeper_rings_ab_h100.json); the 256-row tile with a fifth stage was 5-10%
 # slower than with four at M = 512-2048 (w4a16_stages256_probe_h100.json).
+# M = 9..64 with 128-value stages: beside the 128-column two-consumer tile, a 64-column one-consumer tile. It makes
+# twice the tiles, so K splits into half as many parts, each part's sums are half as large, and it may split K
+# unequally where the 128-column tile of 64 rows takes only aligned splits (11008 x 4096: 64 CTAs); but its stages
+# cost more per weight (one warpgroup dequantises them). Which wins depends on the shape, so where the rounds rule
+# picks the 128-column tile, `choose` takes whichever of the two has the busiest CTA (`plan_cost`: stage-times, fill
+# and fix-ups of its `schedule`) that costs least at the tile's stage time below. The stage times (us, H100) are
+# fitted to pick the faster plan, not to predict times: only their ratio within a row matters (narrow / wide: 0.76-0.82
+# at M = 16, 0.70-0.74 at 32, 0.60-0.67 at 64), each range the one that picks the faster measured tile on every row
+# but ties within 1% (benchmarks/results/w4a16_m{16,32}_probe_h100.json, 14 shapes each; w4a16_m64_c1_probe_h100.json,
+# 26 rows, one miss by 0.2%). CUDA-graph replay, us, 128 columns -> the pick (fp16 torch.matmul): M = 64 4096 x 4096
+# 10.3 -> 9.1 (15.2), 4096 x 1024 11.1 -> 7.0 (9.0), 2048 x 2048 8.5 -> 5.8 (6.7), 11008 x 4096 24.1 -> 17.2 (38.2);
+# M = 32 4096 x 1024 7.3 -> 5.5 (8.7), 2048 x 2048 6.0 -> 4.9 (6.6); M = 16 1024 x 4096 4.7 -> 4.0 (5.8). The 128
+# columns stay at 4096 x 4096 for M <= 32 (7.3 against 8.0 at M = 16), 14336 x 4096 and 8192 x 8192. (Costing the
+# 256-column tiles too fitted no ratio that kept both 28672 x 8192 and 4096 x 22016 at M = 32 on their faster tile:
+# they keep the rounds rule.)
+SMALL_M_STAGE_US = {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46,
+                    C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48,
+                    C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49}
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
-    (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8))),
-    (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8))),
-    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6))),
+    # M = 9..64: the narrow one-consumer tiles only where SMALL_M_STAGE_US prefers them to the first
+    (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3))),
+    (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2))),
+    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 8))),
     (256, (C(128, 1, 1, 8), C(128, 2, 1, 8), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
     (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 8), *FITTED)),  # by estimated time (`mid_m_plan`)
@@ -204,13 +223,17 @@ def large_weight(n: int, k64: int) -> bool:
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
-    tile costs a whole second pass), the first on a tie; in the MID_M ranges, unless the pick has one consumer,
+    tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
+    that have one, the one whose busiest CTA costs least at its stage time; in the MID_M ranges, unless the pick has one consumer,
     the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX
     rows)."""
     candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
                   if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
+    if best in SMALL_M_STAGE_US:
+        return min((c for c in candidates if c in SMALL_M_STAGE_US),
+                   key=lambda c: SMALL_M_STAGE_US[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count))
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
@@ -258,6 +281,13 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: 
     its tile."""
     return FILL + sum(k + (fixup if parts > 1 else 0) for _, _, k, _, parts in segments(b, grid, tiles, k_stages,
                                                                                             stream))
+
+
+def plan_cost(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> float:
+    """Stage-times of the busiest CTA (`cta_cost`) in the plan `schedule` makes for this config."""
+    grid, stream = schedule(config, m, n, k_stages, sm_count)
+    tiles = config.tiles(m, n)
+    return max(cta_cost(b, grid, tiles, k_stages, stream) for b in range(grid))
 
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:

@@ -106,8 +106,9 @@ def test_wgmma_family_choice_and_refusal():
     with pytest.raises(ArchError, match="config: w4a16wg_8x128_c2_s8_k128_p3 is a wgmma"):
         w4a16.family(Arch(89), sm90_w4a16.choose(1))
     # 128-column tiles where they need no more rounds of the SMs than 256-column ones (M = 16 at N = 14336: 112
-    # tiles); 256 columns where 128 would take two rounds (N = 28672: 112 tiles instead of 224).
-    assert sm90_w4a16.choose(16, 14336, 132).block_n == 128 and sm90_w4a16.choose(16, 28672, 132).block_n == 256
+    # tiles); 256 columns where 128 would take two rounds (N = 28672: 112 tiles instead of 224); K = 4096.
+    assert sm90_w4a16.choose(16, 14336, 132, 128, 64).block_n == 128
+    assert sm90_w4a16.choose(16, 28672, 132, 128, 64).block_n == 256
     assert sm90_w4a16.choose(1, 28672, 132).name == "w4a16wg_8x256_c2_s5_k128"
     # Of a class's candidates, the one whose tiles need the fewest rounds of the SMs: the one-consumer 128 x 64 tile at
     # N = 4096 (128 tiles); past it, at M = 129..2048, the two-consumer tile whose plan `mid_m_plan` costs least.

@@ -217,6 +217,27 @@ def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("m,k,n,asym,splits", [
+    (50, 2048, 1000, False, None), (64, 4096, 4096, True, None), (37, 11008, 1032, True, None),
+    (64, 1408, 456, False, 3), (41, 1024, 200, True, 1), (13, 1024, 4096, False, None), (30, 4096, 1032, True, None),
+    (11, 2048, 2000, True, None), (27, 2048, 2040, False, None), (9, 640, 264, True, 2), (17, 1152, 328, False, 5)])
+def test_one_consumer_64_column_tiles(m, k, n, asym, splits):
+    """M = 9..64 on 64-column one-consumer tiles (the heuristic's pick at these shapes, or forced with `splits`):
+    whole tiles, aligned and unequal stream-K parts, ragged M and N, bias."""
+    g = 128
+    rows = 16 if m <= 16 else 32 if m <= 32 else 64
+    cfg = next(c for c in sm90_w4a16.SMALL_M_STAGE_US if c.block_m == rows and c.consumers == 1)
+    if splits is None:
+        assert sm90_w4a16.choose(m, n, 132, g, k // 64) == cfg
+    qweight, scales, qzeros = make_weight(k, n, g, asym, torch.float16 if asym else torch.bfloat16, seed=m)
+    a = torch.randn(m, k, device="cuda").to(scales.dtype)
+    bias = torch.randn(n, device="cuda").to(scales.dtype)
+    out = gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=g, bias=bias, config=cfg.name, splits=splits,
+                         out=poisoned(m, n, scales.dtype))
+    check(out, a, qweight, scales, qzeros, g, bias=bias)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("cfg", [c.name for c in sm90_w4a16.FITTED])
 @pytest.mark.parametrize("splits", [1, 3])
 def test_fitted_tile_heights(cfg, splits):
