@@ -177,16 +177,25 @@ def mid_m(m: int) -> bool:
 # columns stay at 4096 x 4096 for M <= 32 (7.3 against 8.0 at M = 16), 14336 x 4096 and 8192 x 8192. (Costing the
 # 256-column tiles too fitted no ratio that kept both 28672 x 8192 and 4096 x 22016 at M = 32 on their faster tile:
 # they keep the rounds rule.)
-SMALL_M_STAGE_US = {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46,
-                    C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48,
-                    C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49}
+# At M = 33..64 a third candidate, two 32-row blocks of 64 columns, wins where N is small (4096 x 512 M = 64 8.4 ->
+# 5.5 us, fp16 7.6; 4096 x 1024 7.1 -> 6.2; 2048 x 1024 6.4 -> 4.9; w4a16_m64_32row_probe_h100.json, 28 rows: its
+# ratio to the 64-row tile, 0.69-0.75, picks the fastest of the three on every row but ties within 1%). Up to N = 1024
+# only (SMALL_M_MAX_N, which gives up 1024 x 4096: 4.4 against 4.3 us): the validation A/B (w4a16_m64_32row_val_ab_h100.json, 60 changed picks of an unlimited
+# rule, 0.90x) had every pick at N <= 1024 faster (0.72-0.90x) but some at N = 1536-4096 up to 1.14x slower (3072 x
+# 3072), where the estimate cannot tell them apart. Stage times per CONFIGS row (by its largest M): a tile's relative
+# cost differs by row.
+SMALL_M_STAGE_US = {
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46},
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48},
+    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22}}
+SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
     # M = 9..64: the narrow one-consumer tiles only where SMALL_M_STAGE_US prefers them to the first
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2))),
-    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2))),
+    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2), C(32, 1, 1, 8, 2, prefetch=2))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 8))),
     (256, (C(128, 1, 1, 8), C(128, 2, 1, 8), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
     (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 8), *FITTED)),  # by estimated time (`mid_m_plan`)
@@ -227,13 +236,14 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     that have one, the one whose busiest CTA costs least at its stage time; in the MID_M ranges, unless the pick has
     one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to
     MID_M_STREAM_MAX rows)."""
-    candidates = [c for c in next(c for limit, c in CONFIGS if m <= limit)
-                  if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
+    limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
+    candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
-    if best in SMALL_M_STAGE_US:
-        return min((c for c in candidates if c in SMALL_M_STAGE_US),
-                   key=lambda c: SMALL_M_STAGE_US[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count))
+    stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
+    if best in stage_us:
+        return min((c for c in candidates if c in stage_us and n <= max_n.get(c, n)),
+                   key=lambda c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count))
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),

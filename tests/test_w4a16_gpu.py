@@ -217,16 +217,16 @@ def test_mid_m_tiles_and_plans(m, k, n, asym, rows, stream):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
-@pytest.mark.parametrize("m,k,n,asym,splits", [
-    (50, 2048, 1000, False, None), (64, 4096, 4096, True, None), (37, 11008, 1032, True, None),
-    (64, 1408, 456, False, 3), (41, 1024, 200, True, 1), (13, 1024, 4096, False, None), (30, 4096, 1032, True, None),
-    (11, 2048, 2000, True, None), (27, 2048, 2040, False, None), (9, 640, 264, True, 2), (17, 1152, 328, False, 5)])
-def test_one_consumer_64_column_tiles(m, k, n, asym, splits):
-    """M = 9..64 on 64-column one-consumer tiles (the heuristic's pick at these shapes, or forced with `splits`):
-    whole tiles, aligned and unequal stream-K parts, ragged M and N, bias."""
+@pytest.mark.parametrize("m,k,n,asym,splits,rows", [
+    (50, 2048, 1000, False, None, 32), (64, 4096, 4096, True, None, 64), (37, 11008, 1032, True, None, 64),
+    (64, 1408, 456, False, 3, 64), (41, 1024, 200, True, 1, 64), (13, 1024, 4096, False, None, 16),
+    (30, 4096, 1032, True, None, 32), (11, 2048, 2000, True, None, 16), (27, 2048, 2040, False, None, 32),
+    (9, 640, 264, True, 2, 16), (17, 1152, 328, False, 5, 32), (64, 4096, 512, True, None, 32)])
+def test_one_consumer_64_column_tiles(m, k, n, asym, splits, rows):
+    """M = 9..64 on 64-column one-consumer tiles of 16, 32 or 64 rows (the heuristic's pick at these shapes, or forced
+    with `splits`): whole tiles, aligned and unequal stream-K parts, ragged M and N, two row blocks, bias."""
     g = 128
-    rows = 16 if m <= 16 else 32 if m <= 32 else 64
-    cfg = next(c for c in sm90_w4a16.SMALL_M_STAGE_US if c.block_m == rows and c.consumers == 1)
+    cfg = sm90_w4a16.C(rows, 1, 1, 8, 2, prefetch=3 if rows == 16 else 2)
     if splits is None:
         assert sm90_w4a16.choose(m, n, 132, g, k // 64) == cfg
     qweight, scales, qzeros = make_weight(k, n, g, asym, torch.float16 if asym else torch.bfloat16, seed=m)

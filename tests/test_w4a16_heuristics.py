@@ -105,26 +105,29 @@ def test_gemm_config_problems_match_the_kernels_asserts():
             assert cfg.problem(128, 64) is None, cfg.name
 
 
-@pytest.mark.parametrize("m, k, n, block_n", [
-    (64, 4096, 4096, 64),     # 64 x 64 tiles in 2 parts: 9.1 us against 10.3 for 64 x 128 in 4
-    (40, 4096, 1024, 64),     # 6.9 against 10.8
-    (64, 11008, 4096, 64),    # unequal stream-K shares; 64 x 128 may only split K 2 ways (64 CTAs): 17.2 against 24.1
-    (64, 14336, 4096, 128),   # long K: 19.1 against 21.3
-    (64, 4096, 11008, 128),   # 172 narrow tiles would take two rounds: 17.3 against 21.7
-    (64, 8192, 8192, 128),    # 20.7 against 21.9
-    (32, 4096, 1024, 64),     # 5.5 against 7.3
-    (32, 4096, 4096, 128),    # 7.7 against 8.2
-    (16, 1024, 4096, 64),     # 4.0 against 4.7
-    (16, 4096, 4096, 128),    # 7.3 against 8.0
-    (16, 8192, 28672, 256),   # 128 columns would take two rounds: 43.3 against 48.3
-    (32, 4096, 22016, 256),   # 23.1 against 26.6
+@pytest.mark.parametrize("m, k, n, tile", [
+    (64, 4096, 4096, (64, 64)),      # 64 x 64 tiles in 2 parts: 9.1 us against 10.3 for 64 x 128 in 4
+    (40, 4096, 1536, (64, 64)),      # 7.0 against 9.3 (32-row blocks 8.1)
+    (40, 4096, 1024, (32, 64)),      # two 32-row blocks of 64 columns: 6.2 against 7.0 (64 rows) and 10.9 (64 x 128)
+    (64, 4096, 512, (32, 64)),       # 5.5 against 8.4 and 10.3
+    (64, 11008, 4096, (64, 64)),     # unequal stream-K shares; 64 x 128 may only split K 2 ways (64 CTAs): 17.2 / 24.1
+    (64, 14336, 4096, (64, 128)),    # long K: 19.1 against 21.3
+    (64, 4096, 11008, (64, 128)),    # 172 narrow tiles would take two rounds: 17.3 against 21.7
+    (64, 8192, 8192, (64, 128)),     # 20.7 against 21.9
+    (32, 4096, 1024, (32, 64)),      # 5.5 against 7.3
+    (32, 4096, 4096, (32, 128)),     # 7.7 against 8.2
+    (16, 1024, 4096, (16, 64)),      # 4.0 against 4.7
+    (16, 4096, 4096, (16, 128)),     # 7.3 against 8.0
+    (16, 8192, 28672, (16, 256)),    # 128 columns would take two rounds: 43.3 against 48.3
+    (32, 4096, 22016, (32, 256)),    # 23.1 against 26.6
 ])
-def test_small_m_tile_width_by_estimated_time(m, k, n, block_n):
+def test_small_m_tile_by_estimated_time(m, k, n, tile):
     """M = 9..64 with 128-value stages (H100, benchmarks/results/w4a16_m{16,32}_probe_h100.json,
-    w4a16_m64_c1_probe_h100.json): the tile width whose plan costs least at its stage time
+    w4a16_m64_c1_probe_h100.json, w4a16_m64_32row_probe_h100.json): the tile whose plan costs least at its stage time
     (sm90_w4a16.SMALL_M_STAGE_US); G = 32 keeps the 256-column tiles of 64-value stages."""
     from gn_mm import sm90_w4a16
 
-    assert sm90_w4a16.choose(m, n, 132, 128, k // 64).block_n == block_n
+    got = sm90_w4a16.choose(m, n, 132, 128, k // 64)
+    assert (got.block_m, got.block_n) == tile
     got = sm90_w4a16.choose(m, n, 132, 32, k // 64)
     assert (got.block_n, got.k_sub) == (256, 1)
