@@ -180,10 +180,10 @@ def mid_m(m: int) -> bool:
 # At M = 33..64 a third candidate, two 32-row blocks of 64 columns, wins where N is small (4096 x 512 M = 64 8.4 ->
 # 5.5 us, fp16 7.6; 4096 x 1024 7.1 -> 6.2; 2048 x 1024 6.4 -> 4.9; w4a16_m64_32row_probe_h100.json, 28 rows: its
 # ratio to the 64-row tile, 0.69-0.75, picks the fastest of the three on every row but ties within 1%). Up to N = 1024
-# only (SMALL_M_MAX_N, which gives up 1024 x 4096: 4.4 against 4.3 us): the validation A/B (w4a16_m64_32row_val_ab_h100.json, 60 changed picks of an unlimited
-# rule, 0.90x) had every pick at N <= 1024 faster (0.72-0.90x) but some at N = 1536-4096 up to 1.14x slower (3072 x
-# 3072), where the estimate cannot tell them apart. Stage times per CONFIGS row (by its largest M): a tile's relative
-# cost differs by row.
+# only (SMALL_M_MAX_N, which gives up 1024 x 4096: 4.4 against 4.3 us): the validation A/B
+# (w4a16_m64_32row_val_ab_h100.json, 60 changed picks of an unlimited rule, 0.90x) had every pick at N <= 1024 faster
+# (0.72-0.90x) but some at N = 1536-4096 up to 1.14x slower (3072 x 3072), where the estimate cannot tell them apart.
+# Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
     16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46},
     32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48},
@@ -233,7 +233,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
-    that have one, the one whose busiest CTA costs least at its stage time; in the MID_M ranges, unless the pick has
+    that have one (and N within their SMALL_M_MAX_N), the one whose busiest CTA costs least at its stage time; in the MID_M ranges, unless the pick has
     one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to
     MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
