@@ -233,9 +233,9 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
-    that have one (and N within their SMALL_M_MAX_N), the one whose busiest CTA costs least at its stage time; in the MID_M ranges, unless the pick has
-    one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to
-    MID_M_STREAM_MAX rows)."""
+    that have one (and N within their SMALL_M_MAX_N), the one whose busiest CTA costs least at its stage time; in
+    the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs
+    least (FITTED heights up to MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
