@@ -31,6 +31,28 @@ def fresh_cache(tmp_path, monkeypatch):
     runtime._loaded.update(saved)
 
 
+@pytest.fixture(scope="session")
+def _compile_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("compile_cache")
+
+
+@pytest.fixture
+def compile_cache(_compile_dir, monkeypatch):
+    """One on-disk cache for the offline compile checks, which build some kernels alike (the large-problem config of a
+    variant is also among its candidates; `variants --compile` builds the instruction loops the microbenchmark check
+    builds): each compiles once. Only these checks write it, all through NVRTC's bindings, so every entry keeps the
+    ptxas log they read. The in-memory kernel table starts empty, as with `fresh_cache`."""
+    from gn_mm import runtime
+
+    monkeypatch.setenv("GN_MM_CACHE_DIR", str(_compile_dir))
+    monkeypatch.delenv("GN_MM_NO_DISK_CACHE", raising=False)
+    saved = dict(runtime._loaded)
+    runtime.clear_memory_cache()
+    yield _compile_dir
+    runtime._loaded.clear()
+    runtime._loaded.update(saved)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _session_cache(tmp_path_factory):
     """Tests never touch the user's cache unless GN_MM_CACHE_DIR is set by the caller."""

@@ -36,7 +36,7 @@ def _assert_clean(results):
     assert not bad, "register spills or serialized wgmma:\n" + "\n".join(bad)
 
 
-def test_every_variant_and_output_compiles_without_spills(fresh_cache):
+def test_every_variant_and_output_compiles_without_spills(compile_cache):
     """All (A, B, acc, out) on every arch, with the config the heuristic picks for large problems."""
     jobs = cli.compile_jobs(ARCHS, {"mma.sync"})
     assert len({(j[0]["variant"], j[0]["out"]) for j in jobs}) == sum(len(v.outs) for v in variants.MMA_SYNC)
@@ -56,7 +56,7 @@ def test_every_w4a16_kernel_and_config_compiles_without_spills(arch, fresh_cache
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
-def test_every_config_compiles_without_spills(arch, fresh_cache):
+def test_every_config_compiles_without_spills(arch, compile_cache):
     """Every config the heuristic can pick, for one variant per accumulator kind and emulation class."""
     arch = Arch.parse(arch)
     picks = [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "s32"),
@@ -82,7 +82,7 @@ def test_fp8_refused_below_sm89_with_compiler_message():
     assert "FP8" in info.value.log or "sm_89" in info.value.log
 
 
-def test_microbenchmarks_compile_for_every_variant(fresh_cache):
+def test_microbenchmarks_compile_for_every_variant(compile_cache):
     """The register-only loop for every variant; sm80_mm's ldmatrix loop where the instruction is native
     (an emulated instruction needs more registers than that 64x64 warp tile leaves)."""
     for arch in ARCHS:
@@ -204,7 +204,7 @@ def _remote_reads_consumed(sass: str) -> bool:
     return seen
 
 
-def test_wgmma_microbenchmarks_compile_clean(fresh_cache):
+def test_wgmma_microbenchmarks_compile_clean(compile_cache):
     for v in variants.WGMMA:
         built = runtime.build(microbench.spec(v, Arch.parse("sm_90a")), backend="bindings")
         assert built.ptxas.registers is not None and not built.ptxas.spills, v.name

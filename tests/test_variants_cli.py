@@ -24,7 +24,7 @@ def test_variants_filter_by_arch():
 
 @pytest.mark.skipif(sass.disassembler() is None, reason="no cuobjdump/nvdisasm (pip install nvidia-cuda-cuobjdump)")
 @pytest.mark.parametrize("arch", ARCHS)
-def test_sass_agrees_with_the_table(arch, capsys, fresh_cache):
+def test_sass_agrees_with_the_table(arch, capsys, compile_cache):
     assert cli.main(["variants", "--arch", arch, "--compile", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows and all(not r["spills"] for r in rows)
