@@ -17,18 +17,23 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty on-disk cache and an empty in-memory kernel table."""
+def _cache_in(path, monkeypatch):
+    """The on-disk cache at `path` (enabled) and an empty in-memory kernel table, restored afterwards."""
     from gn_mm import runtime
 
-    monkeypatch.setenv("GN_MM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("GN_MM_CACHE_DIR", str(path))
     monkeypatch.delenv("GN_MM_NO_DISK_CACHE", raising=False)
     saved = dict(runtime._loaded)
     runtime.clear_memory_cache()
-    yield tmp_path / "cache"
+    yield path
     runtime._loaded.clear()
     runtime._loaded.update(saved)
+
+
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    """An empty on-disk cache and an empty in-memory kernel table."""
+    yield from _cache_in(tmp_path / "cache", monkeypatch)
 
 
 @pytest.fixture(scope="session")
@@ -42,15 +47,7 @@ def compile_cache(_compile_dir, monkeypatch):
     variant is also among its candidates; `variants --compile` builds the instruction loops the microbenchmark check
     builds): each compiles once. Only these checks write it, all through NVRTC's bindings, so every entry keeps the
     ptxas log they read. The in-memory kernel table starts empty, as with `fresh_cache`."""
-    from gn_mm import runtime
-
-    monkeypatch.setenv("GN_MM_CACHE_DIR", str(_compile_dir))
-    monkeypatch.delenv("GN_MM_NO_DISK_CACHE", raising=False)
-    saved = dict(runtime._loaded)
-    runtime.clear_memory_cache()
-    yield _compile_dir
-    runtime._loaded.clear()
-    runtime._loaded.update(saved)
+    yield from _cache_in(_compile_dir, monkeypatch)
 
 
 @pytest.fixture(scope="session", autouse=True)
