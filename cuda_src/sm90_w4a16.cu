@@ -21,7 +21,10 @@
 // 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M (too few tiles for the SMs) runs
 // stream-K: every CTA streams an equal share of all (tile, K stage) iterations; the parts of a tile that
 // several CTAs summed meet in a workspace, where the last to arrive (an atomic ticket) adds them in part order
-// (deterministic) and stores: one launch.
+// (deterministic) and stores: one launch. Or (CLUSTER_K > 1) the CTAs of a cluster split one tile's K in equal
+// aligned shares and the others push their sums into the first's shared memory (st.async, counted on its barrier),
+// which adds them in rank order and stores: no workspace, no ticket, no L2 round trips (publish, ticket and read-back
+// through L2 took 1.5-2 us at M = 16-64).
 
 // Header section: editor defaults, replaced by codegen/sm90_w4a16.j2.
 #include "common.cuh"
@@ -33,6 +36,8 @@
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
 constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1, CHUNK_ROWS = 8;
 constexpr bool FOLD = true;  // per-stage fp32 scaling (Sm90W4A16Config.fold)
+constexpr int CLUSTER_K = 1;  // > 1: a cluster of CLUSTER_K CTAs splits each tile's K (Sm90W4A16Config.cluster_k)
+#define GN_CLUSTER            // __cluster_dims__(CLUSTER_K, 1, 1) when CLUSTER_K > 1
 // ---- kernel ----
 #include "int4_dequant.cuh"
 #include "ptx/store.cuh"
@@ -69,6 +74,10 @@ constexpr int CHUNK_SLOT = (CHUNK_ROWS * 128 + 1023) / 1024 * 1024;
 constexpr int C_STAGE_BYTES = CONSUMERS * 2 * CHUNK_SLOT;
 constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators per thread
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
+// CLUSTER_K: the first CTA's receive slots, one per other CTA of the cluster: [rank - 1][consumer][V][128 threads]
+// float4s, each consumer's counted on its own barrier.
+constexpr int RECV_BYTES = (CLUSTER_K - 1) * CONSUMERS * V * 128 * 16;
+static_assert(CLUSTER_K >= 1 && CLUSTER_K <= 8, "clusters of 1 to 8 CTAs (the portable limit)");
 // reduce_parts: part 0 waits for the others rather than publish its sums where they are 32 KB or more per consumer
 // (what publishing them costs outweighs the wait; smaller tiles measured 0.5-2.5% slower with the waiting code, even
 // where it never waited).
@@ -91,16 +100,29 @@ static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a mul
 // tiles than SMs): CTA b takes the stage iterations [b T / G, (b + 1) T / G) of all T = tiles x k_stages, so
 // every CTA streams the same amount of weight; a tile is then summed in `parts` pieces by consecutive CTAs
 // (`split`: this CTA's rank among them), which the last to finish adds up.
+// CLUSTER_K: one segment per CTA, share `rank` of tile blockIdx.x / CLUSTER_K (a cluster is CLUSTER_K consecutive CTAs).
 struct Work {
   int grid_m, tiles, k_stages, stream;
   u32 total;  // stream-K: tiles x k_stages, with total x gridDim.x < 2^32 (the host checks)
   // Position x: a tile (data-parallel) or a stage iteration (stream-K).
-  GN_DEVICE int start(int b) const { return stream ? (int)((u32)b * total / gridDim.x) : b; }
-  GN_DEVICE int end() const { return stream ? start(blockIdx.x + 1) : tiles; }
-  GN_DEVICE int next(int x, int k_tiles) const { return stream ? x + k_tiles : x + gridDim.x; }
+  GN_DEVICE int start(int b) const {
+    return CLUSTER_K > 1 ? 0 : stream ? (int)((u32)b * total / gridDim.x) : b;
+  }
+  GN_DEVICE int end() const { return CLUSTER_K > 1 ? 1 : stream ? start(blockIdx.x + 1) : tiles; }
+  GN_DEVICE int next(int x, int k_tiles) const { return CLUSTER_K > 1 ? 1 : stream ? x + k_tiles : x + gridDim.x; }
   GN_DEVICE int owner(int x) const { return (int)(((u32)(x + 1) * gridDim.x - 1) / total); }  // x's CTA
   GN_DEVICE void segment(int x, int end, int& tile, int& tm, int& tn, int& kt0, int& k_tiles, int& split,
                          int& parts) const {
+    if constexpr (CLUSTER_K > 1) {
+      tile = blockIdx.x / CLUSTER_K;
+      split = blockIdx.x % CLUSTER_K;  // = %cluster_ctarank for clusters along x
+      parts = CLUSTER_K;
+      kt0 = split * k_stages / CLUSTER_K;
+      k_tiles = (split + 1) * k_stages / CLUSTER_K - kt0;  // not empty: the host gives every CTA a stage at least
+      tm = tile % grid_m;
+      tn = tile / grid_m;
+      return;
+    }
     tile = stream ? x / k_stages : x;
     kt0 = stream ? x % k_stages : 0;
     k_tiles = stream ? gn_min(k_stages - kt0, end - x) : k_stages;
@@ -251,6 +273,36 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
   return true;
 }
 
+// CLUSTER_K, a CTA other than the cluster's first (rank > 0): this consumer's sums into their receive slot in the first
+// CTA's shared memory, 16 bytes per st.async, each counted on that consumer's receive barrier there. Nothing to wait for
+// here: the values leave from registers, and the first CTA does not exit before its barrier has counted them all.
+GN_DEVICE void push_sums(const float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 recv0, u32 recv_bar, int rank, int c, int t) {
+  const u32 slot = cluster_map(recv0 + (((rank - 1) * CONSUMERS + c) * V * 128 + t) * 16, 0);
+  const u32 bar = cluster_map(recv_bar, 0);
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+    st_async(slot + v * 128 * 16, make_float4(r[0], r[1], r[2], r[3]), bar);
+  }
+}
+
+// CLUSTER_K, the cluster's first CTA: once this consumer's receive barrier has counted every other CTA's bytes, their
+// sums added to its own in rank order (as reduce_parts adds parts: the same bits as a stream-K split of these shares).
+GN_DEVICE void add_received(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], const u8* recv, u32 recv_bar, int c, int t) {
+  mbar_wait_cluster(recv_bar, 0);
+#pragma unroll
+  for (int p = 1; p < CLUSTER_K; ++p)
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const float4 x = *(const float4*)(recv + (((p - 1) * CONSUMERS + c) * V * 128 + t) * 16 + v * 128 * 16);
+      float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+      r[0] += x.x;
+      r[1] += x.y;
+      r[2] += x.z;
+      r[3] += x.w;
+    }
+}
+
 // One consumer's accumulators (+ bias) -> C through shared memory and TMA stores. Accumulator j of row block
 // rb: lane (g, t) holds C^T rows (columns of C) g and g + 8, columns (rows of C) 8j + 2t, 8j + 2t + 1; as 16-bit
 // pairs these are two 8x8 mma fragments, which stmatrix.trans writes as 8 rows of C x 8 columns. Chunk rows are
@@ -305,7 +357,7 @@ using namespace w4a16_sm90;
 // workspace (max_parts slots per tile and consumer) and per-(tile, consumer) counters (zero between launches:
 // the last part resets its counter). z_bits: the zero-point pair
 // of every column when there are no zero points (MAGIC + zp_bias, as in the packed format).
-extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
+extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a16(
     const __grid_constant__ TmaDesc map_a, const __grid_constant__ TmaDesc map_at,
     const __grid_constant__ TmaDesc map_s, const __grid_constant__ TmaDesc map_z,
     const __grid_constant__ TmaDesc map_c, const u8* __restrict__ W, const u16* __restrict__ bias,
@@ -318,7 +370,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
   const u32 smem0 = (raw0 + 1023) & ~1023u;
   u8* const smem = smem_raw + (smem0 - raw0);
   const u32 cbuf0 = smem0 + NUM_STAGES * STAGE_BYTES;
-  const u32 full0 = cbuf0 + C_STAGE_BYTES, empty0 = full0 + 8 * NUM_STAGES;
+  const u32 recv0 = cbuf0 + C_STAGE_BYTES;  // CLUSTER_K: the receive slots (RECV_BYTES)
+  const u32 full0 = recv0 + RECV_BYTES, empty0 = full0 + 8 * NUM_STAGES, recv_bar0 = empty0 + 8 * NUM_STAGES;
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
 
   if (threadIdx.x == 0) {
@@ -326,9 +379,14 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       mbar_init(full0 + 8 * s, 1);                   // the producer's arrive + the copies' bytes
       mbar_init(empty0 + 8 * s, CONSUMERS * 4);      // one arrival per consumer warp
     }
-    mbar_fence_init();
+    if constexpr (CLUSTER_K > 1)
+      for (int c = 0; c < CONSUMERS; ++c) mbar_init(recv_bar0 + 8 * c, 1);  // the consumer's expect_tx + pushed bytes
+    mbar_fence_init();  // (release at cluster scope: peers push onto the receive barriers)
   }
   __syncthreads();
+  // CLUSTER_K: every thread arrives now and waits (cluster_wait) only before its CTA's last steps: a peer may push onto
+  // the receive barriers only after they are initialised, and none leaves while a peer may still push to it.
+  if constexpr (CLUSTER_K > 1) cluster_arrive_relaxed();
 
   const int grid_m = (M + BLOCK_M - 1) / BLOCK_M, grid_n = (N + BLOCK_N - 1) / BLOCK_N;
   const Work w{grid_m, grid_m * grid_n, k_stages, stream, (u32)(grid_m * grid_n * k_stages)};
@@ -380,6 +438,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
         }
       }
     }
+    if constexpr (CLUSTER_K > 1) cluster_wait();
   } else {
     if constexpr (REBALANCE) setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = t / 32, lane = t % 32;
@@ -390,6 +449,9 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
     u32 it = 0;  // stages consumed so far (as the producer counts them)
     int chunk = 0;
     const u64 desc0 = wgmma_desc_k128(smem0);
+    const u32 recv_bar = recv_bar0 + 8 * c;
+    if (CLUSTER_K > 1 && blockIdx.x % CLUSTER_K == 0 && t == 0)
+      mbar_arrive_expect_tx(recv_bar, (CLUSTER_K - 1) * V * 128 * 16);  // what the other CTAs will push
     // A slice's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
     // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive stages also sum
     // into e0, e1), in separate code (an if / else on the parity let the compiler merge both into one set),
@@ -458,10 +520,18 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) sm90_w4a16(
       for (int rb = 0; rb < ROW_BLOCKS; ++rb) GN_WGMMA_TOUCH(d[rb]);
       if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
       x = w.next(x, k_tiles);
-      if (parts > 1 &&
-          !reduce_parts(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
-                         tickets + tile * CONSUMERS + c, parts, split, max_parts, c, t, flags + c))
+      if constexpr (CLUSTER_K > 1) {
+        cluster_wait();  // the first CTA's receive barriers are initialised
+        if (split != 0) {
+          push_sums(d, recv0, recv_bar, split, c, t);
+          continue;
+        }
+        add_received(d, smem_raw + (recv0 - raw0), recv_bar, c, t);
+      } else if (parts > 1 &&
+                 !reduce_parts(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
+                               tickets + tile * CONSUMERS + c, parts, split, max_parts, c, t, flags + c)) {
         continue;
+      }
       store_tile(d, &map_c, bias, cbuf, c, t, tm * BLOCK_M, tn * BLOCK_N, N, has_bias, chunk);
     }
     if (t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory

@@ -4,6 +4,7 @@ data; `choose` is the heuristic; `Plan` launches."""
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, replace
 
@@ -11,6 +12,7 @@ import torch
 
 from . import runtime, tma
 from .arch import Arch
+from .errors import LayoutError
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, kernel_group_size, variant_name
 from .sm90_config import leaves_idle
@@ -34,6 +36,7 @@ class Sm90W4A16Config:
     stages: int
     k_sub: int = 1   # 64-value slices of K per stage (2: one barrier round trip and fold per 128 values)
     prefetch: int = 0  # stages a CTA prefetches into L2 before its grid dependency resolves (0: `stages`)
+    cluster_k: int = 1  # > 1: clusters of this many CTAs split each tile's K and add their sums on chip
 
     @property
     def block_n(self) -> int:
@@ -42,16 +45,18 @@ class Sm90W4A16Config:
     @property
     def name(self) -> str:
         return f"w4a16wg_{self.block_m}x{self.block_n}_c{self.consumers}_s{self.stages}" + \
-            (f"_k{64 * self.k_sub}" if self.k_sub > 1 else "") + (f"_p{self.prefetch}" if self.prefetch else "")
+            (f"_k{64 * self.k_sub}" if self.k_sub > 1 else "") + (f"_x{self.cluster_k}" if self.cluster_k > 1 else "") \
+            + (f"_p{self.prefetch}" if self.prefetch else "")
 
     @classmethod
     def parse(cls, name: str) -> "Sm90W4A16Config":
-        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?(?:_p(\d+))?", name.strip())
+        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?(?:_x(\d))?(?:_p(\d+))?", name.strip())
         if not m or int(m[2]) % (64 * int(m[3])):
-            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8 or "
-                             "w4a16wg_8x256_c2_s6_k128 (block_n a multiple of 64 x consumers)")
+            raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8, "
+                             "w4a16wg_8x256_c2_s6_k128 or w4a16wg_64x64_c1_s8_k128_x2 (block_n a multiple of 64 x "
+                             "consumers)")
         bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
-        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[6] or 0))
+        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[7] or 0), int(m[6] or 1))
 
     @property
     def chunk_rows(self) -> int:
@@ -76,6 +81,10 @@ class Sm90W4A16Config:
                     "divisor of 32 to 64 rows, a multiple of 8 (its output chunks)")
         if not 1 <= self.consumers <= 4 or self.row_blocks < 1 or self.stages < 2:
             return f"{self.name}: 1 to 4 consumers, at least one 64-column block each, at least 2 stages"
+        if not 1 <= self.cluster_k <= 8:
+            return f"{self.name}: clusters of 1 to 8 CTAs"
+        if k64 < self.cluster_k * self.k_sub:
+            return f"{self.name} splits K {self.cluster_k} ways: K needs at least {self.cluster_k * self.k_sub * 64}"
         if self.k_sub == 1:
             return None
         if not self.fold(group_size) or group_size % 128:
@@ -101,10 +110,12 @@ class Sm90W4A16Config:
         return -(-raw // 1024) * 1024
 
     def smem_bytes(self, group_size: int = 128, has_zeros: bool = False) -> int:
-        """The ring, two output chunks per consumer, the barriers and 1 KB of alignment slack."""
+        """The ring, two output chunks per consumer, the receive slots of a cluster's first CTA (fp32 sums of the
+        tile per other CTA), the barriers and 1 KB of alignment slack."""
         chunk = -(-self.chunk_rows * 128 // 1024) * 1024
-        return (self.stages * self.stage_bytes(group_size, has_zeros) + self.consumers * 2 * chunk
-                + 16 * self.stages + 1024)
+        recv = (self.cluster_k - 1) * self.block_m * self.block_n * 4
+        return (self.stages * self.stage_bytes(group_size, has_zeros) + self.consumers * 2 * chunk + recv
+                + 16 * self.stages + (8 * self.consumers if self.cluster_k > 1 else 0) + 1024)
 
 
 C = Sm90W4A16Config
@@ -229,26 +240,78 @@ def large_weight(n: int, k64: int) -> bool:
     return n * k64 * 32 >= WEIGHT_ONCE_BYTES
 
 
-def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2) -> Sm90W4A16Config:
+# Tiles split inside a cluster (`cluster_k`): the CTAs of a cluster take equal aligned shares of one tile's K and the
+# others push their sums into the first's shared memory, so a fix-up costs CLUSTER_FIXUP stage-times where a stream-K
+# fix-up through L2 costs FIXUP. Where every tile's cluster is resident at once, `choose` costs the cluster variants of
+# the SMALL_M_STAGE_US candidates beside them, with shares of at most CLUSTER_MAX_SHARE stages. That trades SMs for
+# fix-ups: fewer, longer parts (H100, CUDA-graph
+# replay, 3 interleaved rounds, us, heuristic before -> cluster variant: 16 x 4096 x 4096 7.31 -> 6.69 (16 x 128 in
+# clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.08 -> 8.62 (64 x 64 in pairs), 16 x 2048 x 2048 4.74 -> 3.71 (16 x 128 in
+# fours: 64 CTAs), 64 x 2048 x 2048 5.94 -> 4.62 (32 x 64 in pairs), 16 x 4096 x 1024 4.87 -> 4.18, 16 x 8192 x 8192
+# 15.67 -> 15.31; but at 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.22 us against 17.54 for 96 in clusters of
+# 3; benchmarks/results/w4a16_cluster_k_probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100 (of 2:
+# 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit beside
+# the candidate's ring (SMEM_MAX, with zero points). Long shares lose: with the same split as stream-K's (128 CTAs, two
+# per tile) a cluster's stages ran slower, by 8-9% at 43-112 stages a CTA (64 x 11008 x 4096 17.3 -> 18.9 us, 16 x 28672
+# x 8192 44.0 -> 47.4), not yet understood; 32-stage shares break even (16 x 8192 x 8192 0.98x, 32 x 8192 x 8192 1.005x;
+# benchmarks/results/w4a16_cluster_k_val_ab_h100.json, 66 rows: the 62 changed picks 0.861x before the bound).
+CLUSTER_FIXUP, CLUSTER_MAX_SHARE, SMEM_MAX = 1, 32, 232448
+# Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
+CLUSTER_SIZES = (2, 3, 4, 6, 8)
+
+
+def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
+                     clusters: dict[int, int]):
+    """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
+    resident at once, with MIN_STAGES_PER_SPLIT to CLUSTER_MAX_SHARE stages per CTA and shared memory for the receive
+    slots."""
+    tiles = config.tiles(m, n)
+    for p, fit in clusters.items():
+        if p not in CLUSTER_SIZES:
+            continue
+        v = replace(config, cluster_k=p)
+        if tiles <= fit and tiles * p <= sm_count and MIN_STAGES_PER_SPLIT * p <= k_stages <= CLUSTER_MAX_SHARE * p \
+                and v.smem_bytes(128, True) <= SMEM_MAX:
+            yield v
+
+
+def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2,
+           clusters: dict[int, int] | None = None) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
-    that have one (and N within their SMALL_M_MAX_N), the one whose busiest CTA costs least at its stage time; in
-    the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs
-    least (FITTED heights up to MID_M_STREAM_MAX rows)."""
+    that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
+    clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
+    its stage time; in the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan
+    `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
     stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
     if best in stage_us:
-        return min((c for c in candidates if c in stage_us and n <= max_n.get(c, n)),
-                   key=lambda c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count))
+        pool = [c for c in candidates if c in stage_us and n <= max_n.get(c, n)]
+        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count) for c in pool}
+        for c in pool:
+            k_stages = k64 // c.k_sub
+            for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
+                cost[v] = stage_us[c] * (FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP)
+        return min(cost, key=cost.get)  # the first of equals: no cluster on a tie
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
     return best
+
+
+@functools.lru_cache(maxsize=16)
+def cluster_capacity(device_index: int) -> dict[int, int]:
+    """Clusters of 2..8 CTAs of one CTA per SM each that fit on this GPU at once (a GPC holds whole clusters only, so
+    a 132-SM H100 fits 30 of 4, not 33), asked of the driver with the smallest-M config's kernel."""
+    cfg = CONFIGS[0][1][0]
+    s = spec(torch.bfloat16, 128, False, cfg)
+    handle = runtime.kernel(s, torch.device("cuda", device_index))
+    return {p: tma.max_active_clusters(handle, p, cfg.threads, s.smem_bytes, compiled=False) for p in range(2, 9)}
 
 
 def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
@@ -353,13 +416,22 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
     return grid, True
 
 
+# The cluster variants `choose` can pick (of the SMALL_M_STAGE_US configs, the CLUSTER_SIZES whose receive slots fit),
+# and the two kernel variants each is compile-checked in (the cluster code is the epilogue's; the main loop of every
+# variant is the plain config's): bf16 with zero points (the most shared memory), fp16 per-channel.
+CLUSTER_CONFIGS = tuple(v for c in dict.fromkeys(c for row in SMALL_M_STAGE_US.values() for c in row)
+                        for p in CLUSTER_SIZES if (v := replace(c, cluster_k=p)).smem_bytes(128, True) <= SMEM_MAX)
+CLUSTER_VARIANTS = ((torch.bfloat16, 128, True), (torch.float16, 0, False))
+
+
 def compile_matrix(all_configs: bool = False):
-    """((dtype, kernel group size, has_zeros), config) for every kernel the API can build: every config, or the
-    decode and the largest one."""
+    """((dtype, kernel group size, has_zeros), config) for every kernel the API can build: every config (and the
+    cluster variants in CLUSTER_VARIANTS), or the decode and the largest one."""
     configs = list(dict.fromkeys(c for _, cs in CONFIGS for c in cs)) if all_configs \
         else [CONFIGS[0][1][0], CONFIGS[-1][1][0]]
     return [((dtype, group, zeros), cfg) for dtype in ACT_KIND for group in (32, 64, 128, 0)
-            for zeros in (False, True) for cfg in configs if cfg.problem(group, cfg.k_sub) is None]
+            for zeros in (False, True) for cfg in configs if cfg.problem(group, cfg.k_sub) is None] + \
+        ([(v, cfg) for cfg in CLUSTER_CONFIGS for v in CLUSTER_VARIANTS] if all_configs else [])
 
 
 def spec(dtype: torch.dtype, group_size: int, has_zeros: bool, config: Sm90W4A16Config) -> KernelSpec:
@@ -391,8 +463,13 @@ class Plan:
         main = runtime.kernel(s, device)
         sm_count = torch.cuda.get_device_properties(device).multi_processor_count
         k_stages //= config.k_sub  # the kernel's stages (K_SUB slices of 64 values each)
-        grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
         tiles = config.tiles(m, n)
+        if config.cluster_k > 1:  # one tile per cluster, its K in cluster_k shares summed on chip: no workspace
+            if splits not in (None, config.cluster_k):
+                raise LayoutError(f"splits: {config.name} splits K {config.cluster_k} ways inside a cluster; pass "
+                                  f"splits=None or {config.cluster_k}")
+            return cls(config, tiles * config.cluster_k, False, 1, tiles, s.smem_bytes, main)
+        grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         return cls(config, grid, stream, parts, tiles, s.smem_bytes, main)
 

@@ -86,20 +86,31 @@ def _encode_rows(ptr: int, rows: int, k_bytes: int, row_stride: int, box_rows: i
     return tmap
 
 
+CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+
+
+class _ClusterDimension(ctypes.Structure):  # a CUlaunchAttribute holding CLUSTER_DIMENSION's {x, y, z}
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4), ("x", ctypes.c_uint), ("y", ctypes.c_uint),
+                ("z", ctypes.c_uint), ("rest", ctypes.c_char * 52)]
+
+
 class _LaunchConfig(ctypes.Structure):  # CUlaunchConfig
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3), ("shared_mem", ctypes.c_uint),
                 ("stream", ctypes.c_void_p), ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
 
 
-def max_active_clusters(handle, cluster: int, threads: int, smem_bytes: int) -> int:
-    """How many clusters of a loaded kernel (compiled with __cluster_dims__) fit on the GPU at once: a
-    persistent grid larger than this would run in two waves."""
+def max_active_clusters(handle, cluster: int, threads: int, smem_bytes: int, compiled: bool = True) -> int:
+    """How many clusters of a loaded kernel (compiled with __cluster_dims__, or, with compiled=False, of a kernel
+    compiled without them, launched in clusters of `cluster`) fit on the GPU at once: a persistent grid larger than
+    this would run in two waves."""
     from .runtime import _driver
 
     fn = _driver().cuOccupancyMaxActiveClusters
     fn.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_LaunchConfig)]
     fn.restype = ctypes.c_int
-    cfg = _LaunchConfig((cluster, 1, 1), (threads, 1, 1), smem_bytes, None, None, 0)
+    attr = _ClusterDimension(CLUSTER_DIMENSION, b"", cluster, 1, 1)
+    cfg = _LaunchConfig((cluster, 1, 1), (threads, 1, 1), smem_bytes, None,
+                        None if compiled else ctypes.addressof(attr), 0 if compiled else 1)
     n = ctypes.c_int()
     err = fn(ctypes.byref(n), handle.func, ctypes.byref(cfg))
     if err:

@@ -209,7 +209,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
                               f"split in shared memory; M = {m}, K = {64 * k_stages} does not fit")
     fam = family(arch, config)
     if config is None:
-        config = fam.choose(m, n, sm_count, group_size, k_stages) if fam is sm90_w4a16 else fam.choose(m)
+        config = fam.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index)) \
+            if fam is sm90_w4a16 else fam.choose(m)
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "

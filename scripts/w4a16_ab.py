@@ -61,7 +61,7 @@ def main() -> None:
             for r in range(3):
                 for w in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
                     t[w].append(graph_time(fns[w], len(ws), 20, 10)["median_ms"] * 1e3)
-            pick = sm90_w4a16.choose(m, n, sms, 128, k // 64) if m > 8 else None
+            pick = sm90_w4a16.choose(m, n, sms, 128, k // 64, sm90_w4a16.cluster_capacity(0)) if m > 8 else None
             row = {"k": k, "n": n, "m": m, "new_pick": pick and pick.name,
                    "new_plan": pick and sm90_w4a16.schedule(pick, m, n, k // 64 // pick.k_sub, sms),
                    **{f"{w}_us": round(statistics.median(v), 2) for w, v in t.items()}, "rel_diff": rel}

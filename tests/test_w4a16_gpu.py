@@ -8,6 +8,8 @@ element by element. The wgmma kernel (sm_90, the default there) rounds each dequ
 Outputs are poisoned before launch.
 """
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -254,6 +256,34 @@ def test_fitted_tile_heights(cfg, splits):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("cfg,m,k,n,g,asym", [
+    ("w4a16wg_16x128_c2_s8_k128_x4", 13, 4096, 1000, 128, False), ("w4a16wg_64x64_c1_s8_k128_x2", 64, 2048, 456, 128, True),
+    ("w4a16wg_32x64_c1_s8_k128_x3", 27, 1408, 200, "K", True), ("w4a16wg_8x128_c2_s8_k128_x8", 5, 2048, 264, 128, False),
+    ("w4a16wg_128x64_c1_s8_x2", 100, 1024, 328, 128, True), ("w4a16wg_16x128_c2_s8_x4", 16, 640, 136, 32, True)])
+def test_tiles_split_in_clusters(cfg, m, k, n, g, asym):
+    """K split inside a cluster, the sums added on chip: ragged M and N, unequal shares (k_stages not a multiple of the
+    cluster), every kind of stage (128-value FOLD, 64-value, G = 32's two groups per stage), bias; and bit for bit the
+    sums of the same aligned split through the stream-K workspace (the same parts added in the same order)."""
+    c = sm90_w4a16.Sm90W4A16Config.parse(cfg)
+    for dtype in DTYPES:
+        qweight, scales, qzeros = make_weight(k, n, k if g == "K" else g, asym, dtype, seed=m)
+        gs = k if g == "K" else g
+        a = torch.randn(m, k, device="cuda").to(dtype)
+        bias = torch.randn(n, device="cuda").to(dtype)
+        w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=gs)
+        out = gn_mm.w4a16_mm(a, w, bias=bias, config=c, out=poisoned(m, n, dtype))
+        check(out, a, qweight, scales, qzeros, gs, bias=bias)
+        for _ in range(2):  # nothing left behind between calls
+            assert torch.equal(gn_mm.w4a16_mm(a, w, bias=bias, config=c), out)
+        stages = -(-k // 64) // c.k_sub
+        if stages % c.cluster_k == 0:
+            flat = dataclasses.replace(c, cluster_k=1)
+            assert torch.equal(gn_mm.w4a16_mm(a, w, bias=bias, config=flat, splits=c.cluster_k), out)
+    with pytest.raises(gn_mm.LayoutError, match="splits"):
+        gn_mm.w4a16_mm(a, w, config=c, splits=1)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 def test_unaligned_out_and_bad_wgmma_config_name():
     k, n, g, m = 256, 64, 128, 3
     qweight, scales, qzeros = make_weight(k, n, g, False, torch.bfloat16)
@@ -348,12 +378,13 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
         gn_mm.w4a16_mm(a.half(), w)
 
 
-@pytest.mark.parametrize("m, config", [(1, None), (5, None), (16, None), (64, None), (16, "w4a16_16x256_w1x8_s4")],
-                         ids=["m1", "m5", "m16", "m64", "mma.sync-m16"])
+@pytest.mark.parametrize("m, config", [(1, None), (5, None), (16, None), (64, None), (16, "w4a16_16x256_w1x8_s4"),
+                                       (16, "w4a16wg_16x64_c1_s8_k128_p3")],
+                         ids=["m1", "m5", "m16", "m64", "mma.sync-m16", "stream-k-m16"])
 def test_replayed_launches_follow_the_data(m, config):
     """A fast call that repeats an earlier call's pointers replays its recorded launches (runtime.Replays), K-split
-    / stream-K workspaces and tickets included: new values at the same pointers are read, and a side stream (its
-    own tickets) gets its own record."""
+    / stream-K workspaces and tickets included (or K split inside clusters, the heuristic's pick at M = 16 and 64
+    here): new values at the same pointers are read, and a side stream (its own tickets) gets its own record."""
     from gn_mm import w4a16
 
     k, n, g = 2048, 512, 128  # few output tiles, long K: every kernel splits K here
@@ -367,7 +398,8 @@ def test_replayed_launches_follow_the_data(m, config):
         check(gn_mm.w4a16_mm(a, w, bias=bias, config=config, splits=4 if config else None), a, qweight, scales,
               qzeros, g, bias, rounds=True)
     (hit,) = [v for v in w4a16._fast.values() if v[0] is w]
-    assert hit[3].table and hit[1].workspace(a) is not None, "expected a recorded launch with a K split"
+    assert hit[3].table and (hit[1].workspace(a) is not None or getattr(hit[1].config, "cluster_k", 1) > 1), \
+        "expected a recorded launch with a K split"
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

@@ -131,3 +131,42 @@ def test_small_m_tile_by_estimated_time(m, k, n, tile):
     assert (got.block_m, got.block_n) == tile
     got = sm90_w4a16.choose(m, n, 132, 32, k // 64)
     assert (got.block_n, got.k_sub) == (256, 1)
+
+
+H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancyMaxActiveClusters on a 132-SM H100
+
+
+@pytest.mark.parametrize("m, k, n, want", [
+    (16, 4096, 4096, "w4a16wg_16x128_c2_s8_k128_x3_p3"),  # 6.7 us against 7.4 (4 stream-K parts; fours fit only 30)
+    (64, 4096, 4096, "w4a16wg_64x64_c1_s8_k128_x2_p2"),   # 8.6 against 9.1
+    (16, 2048, 2048, "w4a16wg_16x128_c2_s8_k128_x6_p3"),  # 3.9 against 4.8
+    (32, 4096, 512, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # 4.2 against 6.2
+    (16, 28672, 8192, "w4a16wg_16x128_c2_s8_k128_p3"),    # 112-stage shares: 44.0 against 47.4 in pairs
+    (64, 11008, 4096, "w4a16wg_64x64_c1_s8_k128_p2"),     # 43-stage shares: 17.3 against 18.9 in pairs
+    (64, 14336, 4096, "w4a16wg_64x128_c2_s7_k128_p2"),    # the receive slots do not fit beside a 7-deep ring
+])
+def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
+    """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with
+    an on-chip fix-up, where every tile's cluster is resident at once and a CTA's share is at most CLUSTER_MAX_SHARE
+    stages; without a capacity (no GPU, or none given) the picks are the plain configs'."""
+    from gn_mm import sm90_w4a16
+
+    got = sm90_w4a16.choose(m, n, 132, 128, k // 64, H100_CLUSTERS)
+    assert got.name == want
+    assert sm90_w4a16.choose(m, n, 132, 128, k // 64).cluster_k == 1
+    if got.cluster_k > 1:  # never a cluster that is not resident with all the others
+        assert got.tiles(m, n) <= H100_CLUSTERS[got.cluster_k] and got.smem_bytes(128, True) <= sm90_w4a16.SMEM_MAX
+        assert sm90_w4a16.choose(m, n, 132, 128, k // 64, {p: 1 for p in H100_CLUSTERS}).cluster_k == 1
+
+
+def test_cluster_config_names_and_problems():
+    from gn_mm import sm90_w4a16
+
+    c = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_x3_p3")
+    assert (c.cluster_k, c.prefetch, c.k_sub) == (3, 3, 2) and c.name == "w4a16wg_16x128_c2_s8_k128_x3_p3"
+    assert c.smem_bytes() - sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128").smem_bytes() == \
+        2 * 16 * 128 * 4 + 8 * 2  # two receive slots of the tile's fp32 sums, a barrier per consumer
+    assert "clusters of 1 to 8" in sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_x9").problem(128, 64)
+    assert "at least 512" in sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_x4").problem(128, 6)
+    assert all(v.cluster_k > 1 and v.problem(128, 64 * v.k_sub * v.cluster_k) is None
+               for v in sm90_w4a16.CLUSTER_CONFIGS)

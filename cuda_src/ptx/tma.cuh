@@ -27,6 +27,15 @@ GN_DEVICE void mbar_wait(u32 bar, u32 parity) {
                  : "=r"(done) : "r"(bar), "r"(parity) : "memory");
   } while (!done);
 }
+// mbar_wait for a barrier that other CTAs of the cluster complete (st.async): acquire at cluster scope, so that their
+// writes counted on it are visible here.
+GN_DEVICE void mbar_wait_cluster(u32 bar, u32 parity) {
+  u32 done;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 "selp.u32 %0, 1, 0, p;\n}\n" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
 
 // True in one lane of the (converged, full) warp: the lane that issues for all of them.
 GN_DEVICE bool elect_one() {
@@ -91,6 +100,10 @@ GN_DEVICE void cluster_sync_smem() {
 GN_DEVICE void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// The two halves of a cluster barrier, apart: a thread arrives early and waits only where it needs its peers' arrivals
+// (arrive.relaxed: the arriving thread's earlier writes are ordered by a fence of its own, if any).
+GN_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+GN_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 // The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address).
 GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
   u32 r;
@@ -110,6 +123,12 @@ GN_DEVICE void ld_cluster(u32 cluster_addr, u32 (&v)[2]) {
 GN_DEVICE void ld_cluster(u32 cluster_addr, u32 (&v)[4]) {
   asm volatile("ld.shared::cluster.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]) : "r"(cluster_addr) : "memory");
+}
+// 16 bytes into another CTA's shared memory (shared::cluster addresses from cluster_map), counted in bytes on that CTA's
+// barrier `cluster_bar` like a TMA copy: the receiver waits on its barrier, the sender waits for nothing.
+GN_DEVICE void st_async(u32 cluster_addr, float4 v, u32 cluster_bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+               ::"r"(cluster_addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(cluster_bar) : "memory");
 }
 // Like tma_load_2d, but the box lands at the same offset in every CTA of `mask` and completes on the
 // barrier at the same offset in each of them.
