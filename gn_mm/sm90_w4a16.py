@@ -258,21 +258,38 @@ def large_weight(n: int, k64: int) -> bool:
 CLUSTER_FIXUP, CLUSTER_MAX_SHARE, SMEM_MAX = 1, 32, 232448
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
+# M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): the rounds pick against its cluster variants, with
+# a ring as deep as fits beside the receive slots (CLUSTER_MIN_RING stages at least). A stream-K fix-up of these tiles
+# costs about MID_CLUSTER_PART stage-times a part more than the on-chip one (128 x 64 tiles, a stage ~0.16 us: 1.7 /
+# 2.4 / 5.1 us more for 2 / 4 / 8 parts). H100, us, heuristic -> cluster variant: 128 x 4096 x 4096 12.86 -> 11.45
+# (pairs), 128 x 2048 x 4096 9.35 -> 7.35, 128 x 4096 x 2048 10.98 -> 9.54 (threes, 7 stages), 128 x 4096 x 1024 12.35
+# -> 8.55 (fours, 5 stages), 128 x 1024 x 4096 7.32 -> 5.14, 128 x 3072 x 3072 10.96 -> 9.47; 64-stage shares break
+# even (128 x 8192 x 4096 19.91 -> 19.72; benchmarks/results/w4a16_cluster_k_midm_probe_h100.json).
+CLUSTER_MIN_RING, MID_CLUSTER_PART = 4, 4
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
-                     clusters: dict[int, int]):
+                     clusters: dict[int, int], shrink: bool = False):
     """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
     resident at once, with MIN_STAGES_PER_SPLIT to CLUSTER_MAX_SHARE stages per CTA and shared memory for the receive
-    slots."""
+    slots (`shrink`: the deepest ring of at least CLUSTER_MIN_RING stages that leaves room for them)."""
     tiles = config.tiles(m, n)
     for p, fit in clusters.items():
-        if p not in CLUSTER_SIZES:
+        if p not in CLUSTER_SIZES or not (tiles <= fit and tiles * p <= sm_count and
+                                          MIN_STAGES_PER_SPLIT * p <= k_stages <= CLUSTER_MAX_SHARE * p):
             continue
-        v = replace(config, cluster_k=p)
-        if tiles <= fit and tiles * p <= sm_count and MIN_STAGES_PER_SPLIT * p <= k_stages <= CLUSTER_MAX_SHARE * p \
-                and v.smem_bytes(128, True) <= SMEM_MAX:
+        v = _fitted_ring(replace(config, cluster_k=p), shrink)
+        if v is not None:
             yield v
+
+
+def _fitted_ring(v: Sm90W4A16Config, shrink: bool) -> Sm90W4A16Config | None:
+    """v, or (shrink) v with the deepest ring down to CLUSTER_MIN_RING stages, whose shared memory (with zero points)
+    fits SMEM_MAX; None if none does."""
+    for stages in range(v.stages, min(v.stages, CLUSTER_MIN_RING) - 1 if shrink else v.stages - 1, -1):
+        if (w := replace(v, stages=stages)).smem_bytes(128, True) <= SMEM_MAX:
+            return w
+    return None
 
 
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2,
@@ -301,6 +318,15 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
+    if clusters and best.block_m >= 128 and not mid_m(m):  # M = 65..128 (MID_CLUSTER_PART)
+        k_stages = k64 // best.k_sub
+        grid, stream = schedule(best, m, n, k_stages, sm_count)
+        tiles = best.tiles(m, n)
+        parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
+        cost = {best: max(cta_cost(b, grid, tiles, k_stages, stream, MID_CLUSTER_PART * parts) for b in range(grid))}
+        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True):
+            cost[v] = FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP
+        return min(cost, key=cost.get)
     return best
 
 
@@ -419,8 +445,11 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
 # The cluster variants `choose` can pick (of the SMALL_M_STAGE_US configs, the CLUSTER_SIZES whose receive slots fit),
 # and the two kernel variants each is compile-checked in (the cluster code is the epilogue's; the main loop of every
 # variant is the plain config's): bf16 with zero points (the most shared memory), fp16 per-channel.
-CLUSTER_CONFIGS = tuple(v for c in dict.fromkeys(c for row in SMALL_M_STAGE_US.values() for c in row)
-                        for p in CLUSTER_SIZES if (v := replace(c, cluster_k=p)).smem_bytes(128, True) <= SMEM_MAX)
+CLUSTER_CONFIGS = tuple(dict.fromkeys(
+    [v for c in dict.fromkeys(c for row in SMALL_M_STAGE_US.values() for c in row) for p in CLUSTER_SIZES
+     if (v := _fitted_ring(replace(c, cluster_k=p), False))] +
+    [v for limit, row in CONFIGS if 64 < limit <= 128 for c in row for p in CLUSTER_SIZES
+     if (v := _fitted_ring(replace(c, cluster_k=p), True))]))
 CLUSTER_VARIANTS = ((torch.bfloat16, 128, True), (torch.float16, 0, False))
 
 

@@ -144,6 +144,9 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
     (16, 28672, 8192, "w4a16wg_16x128_c2_s8_k128_p3"),    # 112-stage shares: 44.0 against 47.4 in pairs
     (64, 11008, 4096, "w4a16wg_64x64_c1_s8_k128_p2"),     # 43-stage shares: 17.3 against 18.9 in pairs
     (64, 14336, 4096, "w4a16wg_64x128_c2_s7_k128_p2"),    # the receive slots do not fit beside a 7-deep ring
+    (128, 4096, 4096, "w4a16wg_128x64_c1_s8_x2"),         # 128-row tiles: 11.5 against 12.9 (two stream-K parts)
+    (96, 4096, 1024, "w4a16wg_128x64_c1_s5_x4"),          # fours with a 5-deep ring: 8.5 against 12.1 (8 parts)
+    (128, 8192, 4096, "w4a16wg_128x64_c1_s8"),            # 64-stage shares: 19.7 against 19.9, not taken
 ])
 def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
     """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with
