@@ -244,17 +244,16 @@ def large_weight(n: int, k64: int) -> bool:
 # others push their sums into the first's shared memory, so a fix-up costs CLUSTER_FIXUP stage-times where a stream-K
 # fix-up through L2 costs FIXUP. Where every tile's cluster is resident at once, `choose` costs the cluster variants of
 # the SMALL_M_STAGE_US candidates beside them, with shares of at most CLUSTER_MAX_SHARE stages. That trades SMs for
-# fix-ups: fewer, longer parts (H100, CUDA-graph
-# replay, 3 interleaved rounds, us, heuristic before -> cluster variant: 16 x 4096 x 4096 7.31 -> 6.69 (16 x 128 in
-# clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.08 -> 8.62 (64 x 64 in pairs), 16 x 2048 x 2048 4.74 -> 3.71 (16 x 128 in
-# fours: 64 CTAs), 64 x 2048 x 2048 5.94 -> 4.62 (32 x 64 in pairs), 16 x 4096 x 1024 4.87 -> 4.18, 16 x 8192 x 8192
-# 15.67 -> 15.31; but at 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.22 us against 17.54 for 96 in clusters of
-# 3; benchmarks/results/w4a16_cluster_k_probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100 (of 2:
+# fix-ups: fewer, longer parts (H100, CUDA-graph replay, 3 interleaved rounds, us, heuristic before -> cluster variant:
+# 16 x 4096 x 4096 7.36 -> 6.60 (16 x 128 in clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.10 -> 8.09 (64 x 64 in pairs),
+# 16 x 2048 x 2048 4.74 -> 3.71 (16 x 128 in fours: 64 CTAs), 64 x 2048 x 2048 5.94 -> 4.62 (32 x 64 in pairs); but at
+# 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.36 us against 16.63 for 96 in clusters of 3;
+# benchmarks/results/w4a16_cluster_k_{,fix_}probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100 (of 2:
 # 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit beside
-# the candidate's ring (SMEM_MAX, with zero points). Long shares lose: with the same split as stream-K's (128 CTAs, two
-# per tile) a cluster's stages ran slower, by 8-9% at 43-112 stages a CTA (64 x 11008 x 4096 17.3 -> 18.9 us, 16 x 28672
-# x 8192 44.0 -> 47.4), not yet understood; 32-stage shares break even (16 x 8192 x 8192 0.98x, 32 x 8192 x 8192 1.005x;
-# benchmarks/results/w4a16_cluster_k_val_ab_h100.json, 66 rows: the 62 changed picks 0.861x before the bound).
+# the candidate's ring (SMEM_MAX, with zero points). Past CLUSTER_MAX_SHARE stages a CTA the small tiles' on-chip fix-up
+# no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x 4096, 43 stages:
+# 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1; 32 x 8192 x 8192, 32 stages: 16.4 /
+# 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
 CLUSTER_FIXUP, CLUSTER_MAX_SHARE, SMEM_MAX = 1, 32, 232448
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
@@ -263,20 +262,22 @@ CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # costs about MID_CLUSTER_PART stage-times a part more than the on-chip one (128 x 64 tiles, a stage ~0.16 us: 1.7 /
 # 2.4 / 5.1 us more for 2 / 4 / 8 parts). H100, us, heuristic -> cluster variant: 128 x 4096 x 4096 12.86 -> 11.45
 # (pairs), 128 x 2048 x 4096 9.35 -> 7.35, 128 x 4096 x 2048 10.98 -> 9.54 (threes, 7 stages), 128 x 4096 x 1024 12.35
-# -> 8.55 (fours, 5 stages), 128 x 1024 x 4096 7.32 -> 5.14, 128 x 3072 x 3072 10.96 -> 9.47; 64-stage shares break
-# even (128 x 8192 x 4096 19.91 -> 19.72; benchmarks/results/w4a16_cluster_k_midm_probe_h100.json).
+# -> 8.55 (fours, 5 stages), 128 x 1024 x 4096 7.32 -> 5.14, 128 x 3072 x 3072 10.96 -> 9.47
+# (benchmarks/results/w4a16_cluster_k_midm_probe_h100.json, before the kernel's cluster barrier moved: NOTES W4A16 58).
 CLUSTER_MIN_RING, MID_CLUSTER_PART = 4, 4
+# Their larger fix-ups pay for longer shares: 128 x 8192 x 4096 (64 stages a CTA) 20.3 us in stream-K, 18.4 in pairs.
+MID_CLUSTER_MAX_SHARE = 64
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
-                     clusters: dict[int, int], shrink: bool = False):
+                     clusters: dict[int, int], shrink: bool = False, max_share: int = CLUSTER_MAX_SHARE):
     """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
-    resident at once, with MIN_STAGES_PER_SPLIT to CLUSTER_MAX_SHARE stages per CTA and shared memory for the receive
+    resident at once, with MIN_STAGES_PER_SPLIT to `max_share` stages per CTA and shared memory for the receive
     slots (`shrink`: the deepest ring of at least CLUSTER_MIN_RING stages that leaves room for them)."""
     tiles = config.tiles(m, n)
     for p, fit in clusters.items():
         if p not in CLUSTER_SIZES or not (tiles <= fit and tiles * p <= sm_count and
-                                          MIN_STAGES_PER_SPLIT * p <= k_stages <= CLUSTER_MAX_SHARE * p):
+                                          MIN_STAGES_PER_SPLIT * p <= k_stages <= max_share * p):
             continue
         v = _fitted_ring(replace(config, cluster_k=p), shrink)
         if v is not None:
@@ -324,7 +325,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
         tiles = best.tiles(m, n)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         cost = {best: max(cta_cost(b, grid, tiles, k_stages, stream, MID_CLUSTER_PART * parts) for b in range(grid))}
-        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True):
+        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True, max_share=MID_CLUSTER_MAX_SHARE):
             cost[v] = FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP
         return min(cost, key=cost.get)
     return best

@@ -137,16 +137,17 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 
 @pytest.mark.parametrize("m, k, n, want", [
-    (16, 4096, 4096, "w4a16wg_16x128_c2_s8_k128_x3_p3"),  # 6.7 us against 7.4 (4 stream-K parts; fours fit only 30)
-    (64, 4096, 4096, "w4a16wg_64x64_c1_s8_k128_x2_p2"),   # 8.6 against 9.1
+    (16, 4096, 4096, "w4a16wg_16x128_c2_s8_k128_x3_p3"),  # 6.6 us against 7.4 (4 stream-K parts; fours fit only 30)
+    (64, 4096, 4096, "w4a16wg_64x64_c1_s8_k128_x2_p2"),   # 8.1 against 9.1
     (16, 2048, 2048, "w4a16wg_16x128_c2_s8_k128_x6_p3"),  # 3.9 against 4.8
     (32, 4096, 512, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # 4.2 against 6.2
-    (16, 28672, 8192, "w4a16wg_16x128_c2_s8_k128_p3"),    # 112-stage shares: 44.0 against 47.4 in pairs
-    (64, 11008, 4096, "w4a16wg_64x64_c1_s8_k128_p2"),     # 43-stage shares: 17.3 against 18.9 in pairs
+    (16, 28672, 8192, "w4a16wg_16x128_c2_s8_k128_p3"),    # 112-stage shares: 44.6 against 45.1 in pairs
+    (64, 11008, 4096, "w4a16wg_64x64_c1_s8_k128_p2"),     # 43-stage shares: 17.2 against 17.4 in pairs
     (64, 14336, 4096, "w4a16wg_64x128_c2_s7_k128_p2"),    # the receive slots do not fit beside a 7-deep ring
     (128, 4096, 4096, "w4a16wg_128x64_c1_s8_x2"),         # 128-row tiles: 11.5 against 12.9 (two stream-K parts)
     (96, 4096, 1024, "w4a16wg_128x64_c1_s5_x4"),          # fours with a 5-deep ring: 8.5 against 12.1 (8 parts)
-    (128, 8192, 4096, "w4a16wg_128x64_c1_s8"),            # 64-stage shares: 19.7 against 19.9, not taken
+    (128, 8192, 4096, "w4a16wg_128x64_c1_s8_x2"),         # 64-stage shares of 128-row tiles: 18.4 against 20.3
+    (128, 14336, 4096, "w4a16wg_128x128_c2_s8"),          # 112-stage shares: stream-K (29.1 against 43.5 in pairs)
 ])
 def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
     """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with

@@ -100,10 +100,6 @@ GN_DEVICE void cluster_sync_smem() {
 GN_DEVICE void cluster_sync_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// The two halves of a cluster barrier, apart: a thread arrives early and waits only where it needs its peers' arrivals
-// (arrive.relaxed: the arriving thread's earlier writes are ordered by a fence of its own, if any).
-GN_DEVICE void cluster_arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
-GN_DEVICE void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
 // The same shared-memory offset in CTA `rank` of the cluster (a shared::cluster address).
 GN_DEVICE u32 cluster_map(u32 smem_addr, u32 rank) {
   u32 r;
