@@ -112,6 +112,14 @@ if hopper:
                     kk // 128, nn, device=dev) * 0.05).bfloat16(), group_size=128)
             gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk, nn], config=cfg,
                            splits=splits)
+    # K split inside clusters (the others' sums pushed into the first CTA's shared memory): every cluster config the
+    # heuristic can pick, two stages per CTA (within every ring), a ragged last row and column tile.
+    for cfg in sm90_w4a16.CLUSTER_CONFIGS:
+        kk = 2 * cfg.cluster_k * cfg.k_sub * 64
+        if (kk, n) not in weights:
+            weights[kk, n] = gn_mm.prepare_w4a16(fmt.pack_nibbles(torch.randint(0, 16, (kk, n), device=dev), dim=1),
+                                                 (torch.rand(kk // 128, n, device=dev) * 0.05).bfloat16(), group_size=128)
+        gn_mm.w4a16_mm(torch.randn(cfg.block_m - 3, kk, device=dev).bfloat16(), weights[kk, n], config=cfg)
 # Recorded launches (runtime.Replays): a repeated call with the same pointers replays the packed launches of its
 # second call; each must give the first call's result. Split-K workspaces and stream tickets are in the key.
 k, n = 640, 1000
