@@ -451,8 +451,10 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     int chunk = 0;
     const u64 desc0 = wgmma_desc_k128(smem0);
     const u32 recv_bar = recv_bar0 + 8 * c;
+    // What the other CTAs will push. Pushes may land before this (the transaction count goes negative); the phase
+    // cannot complete before this arrival, the barrier's only one.
     if (CLUSTER_K > 1 && blockIdx.x % CLUSTER_K == 0 && t == 0)
-      mbar_arrive_expect_tx(recv_bar, (CLUSTER_K - 1) * V * 128 * 16);  // what the other CTAs will push
+      mbar_arrive_expect_tx(recv_bar, (CLUSTER_K - 1) * V * 128 * 16);
     // A slice's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
     // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive stages also sum
     // into e0, e1), in separate code (an if / else on the parity let the compiler merge both into one set),
