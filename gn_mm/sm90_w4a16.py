@@ -334,11 +334,15 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
 @functools.lru_cache(maxsize=16)
 def cluster_capacity(device_index: int) -> dict[int, int]:
     """Clusters of 2..8 CTAs of one CTA per SM each that fit on this GPU at once (a GPC holds whole clusters only, so
-    a 132-SM H100 fits 30 of 4, not 33), asked of the driver with the smallest-M config's kernel."""
+    a 132-SM H100 fits 30 of 4, not 33), asked of the driver with the smallest-M config's kernel; none (no cluster
+    variants) where the driver cannot say."""
     cfg = CONFIGS[0][1][0]
     s = spec(torch.bfloat16, 128, False, cfg)
     handle = runtime.kernel(s, torch.device("cuda", device_index))
-    return {p: tma.max_active_clusters(handle, p, cfg.threads, s.smem_bytes, compiled=False) for p in range(2, 9)}
+    try:
+        return {p: tma.max_active_clusters(handle, p, cfg.threads, s.smem_bytes, compiled=False) for p in range(2, 9)}
+    except RuntimeError:
+        return {}
 
 
 def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
