@@ -100,7 +100,7 @@ static_assert(GROUP_SIZE == 0 || GROUP_SIZE % 32 == 0, "group size must be a mul
 // tiles than SMs): CTA b takes the stage iterations [b T / G, (b + 1) T / G) of all T = tiles x k_stages, so
 // every CTA streams the same amount of weight; a tile is then summed in `parts` pieces by consecutive CTAs
 // (`split`: this CTA's rank among them), which the last to finish adds up.
-// CLUSTER_K: one segment per CTA, share `rank` of tile blockIdx.x / CLUSTER_K (a cluster is CLUSTER_K consecutive CTAs).
+// CLUSTER_K: one segment per CTA, share `rank` of tile blockIdx.x / CLUSTER_K (a cluster: CLUSTER_K consecutive CTAs).
 struct Work {
   int grid_m, tiles, k_stages, stream;
   u32 total;  // stream-K: tiles x k_stages, with total x gridDim.x < 2^32 (the host checks)
@@ -237,6 +237,19 @@ GN_DEVICE void fold(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float (&e)[ROW_BLOCKS
   }
 }
 
+// Float4 v (v < V) of a consumer's sums: how the fix-ups (workspace, cluster) move them.
+GN_DEVICE float* sums4(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], int v) {
+  return &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+}
+GN_DEVICE const float* sums4(const float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], int v) {
+  return &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+}
+
+// CLUSTER_K: byte offset, in the receive slots, of float4 0 of consumer c's thread t from the cluster's CTA `rank` > 0;
+// its float4 v lies v x RECV_V bytes on (the layout of RECV_BYTES).
+constexpr int RECV_V = 128 * 16;
+GN_DEVICE u32 recv_offset(int rank, int c, int t) { return (((rank - 1) * CONSUMERS + c) * V * 128 + t) * 16; }
+
 // Stream-K fix-up: publish this consumer's sums of part `split`; the last of the tile's `parts` to arrive gets
 // every part added in part order (returns true and leaves them in d), the others return false. With WAIT, part 0
 // first waits for the others (others_arrived) and, once they have all arrived, adds theirs without publishing its
@@ -257,7 +270,7 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
   if (!waited) {
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+      const float* r = sums4(d, v);
       __stcg(mine + ((i64)split * V + v) * 128 + t, make_float4(r[0], r[1], r[2], r[3]));
     }
     named_barrier(1 + c, 128);
@@ -268,21 +281,21 @@ GN_DEVICE bool reduce_parts(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float4* ws, i
   // Fix-up loads in flight (as many as fit beside the tile's registers: the offline compile test checks). Part 0's
   // own sums come from registers (its turn is in the first batch), so it need not have published them.
   constexpr int LOADS = 16;
-  sum_parts<V, LOADS>([&](int v) { return &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4]; },
+  sum_parts<V, LOADS>([&](int v) { return sums4(d, v); },
                [](int) { return true; }, mine + t, (i64)V * 128, 128, parts, split, max_parts);
   return true;
 }
 
 // CLUSTER_K, a CTA other than the cluster's first (rank > 0): this consumer's sums into their receive slot in the first
-// CTA's shared memory, 16 bytes per st.async, each counted on that consumer's receive barrier there. Nothing to wait for
-// here: the values leave from registers, and the first CTA does not exit before its barrier has counted them all.
+// CTA's shared memory, 16 bytes per st.async, each counted on that consumer's receive barrier there. Nothing to wait
+// for here: the values leave from registers, and the first CTA does not exit before its barrier has counted them all.
 GN_DEVICE void push_sums(const float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 recv0, u32 recv_bar, int rank, int c, int t) {
-  const u32 slot = cluster_map(recv0 + (((rank - 1) * CONSUMERS + c) * V * 128 + t) * 16, 0);
+  const u32 slot = cluster_map(recv0 + recv_offset(rank, c, t), 0);
   const u32 bar = cluster_map(recv_bar, 0);
 #pragma unroll
   for (int v = 0; v < V; ++v) {
-    const float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
-    st_async(slot + v * 128 * 16, make_float4(r[0], r[1], r[2], r[3]), bar);
+    const float* r = sums4(d, v);
+    st_async(slot + v * RECV_V, make_float4(r[0], r[1], r[2], r[3]), bar);
   }
 }
 
@@ -294,8 +307,8 @@ GN_DEVICE void add_received(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], const u8* rec
   for (int p = 1; p < CLUSTER_K; ++p)
 #pragma unroll
     for (int v = 0; v < V; ++v) {
-      const float4 x = *(const float4*)(recv + (((p - 1) * CONSUMERS + c) * V * 128 + t) * 16 + v * 128 * 16);
-      float* r = &d[v / (GN_WGMMA_REGS / 4)][(v % (GN_WGMMA_REGS / 4)) * 4];
+      const float4 x = *(const float4*)(recv + recv_offset(p, c, t) + v * RECV_V);
+      float* r = sums4(d, v);
       r[0] += x.x;
       r[1] += x.y;
       r[2] += x.z;

@@ -15,7 +15,7 @@ from .arch import Arch
 from .errors import LayoutError
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, kernel_group_size, variant_name
-from .sm90_config import leaves_idle
+from .sm90_config import SMEM_LIMIT, leaves_idle
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -248,13 +248,13 @@ def large_weight(n: int, k64: int) -> bool:
 # 16 x 4096 x 4096 7.36 -> 6.60 (16 x 128 in clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.10 -> 8.09 (64 x 64 in pairs),
 # 16 x 2048 x 2048 4.74 -> 3.71 (16 x 128 in fours: 64 CTAs), 64 x 2048 x 2048 5.94 -> 4.62 (32 x 64 in pairs); but at
 # 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.36 us against 16.63 for 96 in clusters of 3;
-# benchmarks/results/w4a16_cluster_k_{,fix_}probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100 (of 2:
-# 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit beside
-# the candidate's ring (SMEM_MAX, with zero points). Past CLUSTER_MAX_SHARE stages a CTA the small tiles' on-chip fix-up
-# no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x 4096, 43 stages:
-# 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1; 32 x 8192 x 8192, 32 stages: 16.4 /
-# 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
-CLUSTER_FIXUP, CLUSTER_MAX_SHARE, SMEM_MAX = 1, 32, 232448
+# benchmarks/results/w4a16_cluster_k_{,fix_}probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100
+# (of 2: 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit
+# beside the candidate's ring (SMEM_LIMIT, with zero points). Past CLUSTER_MAX_SHARE stages a CTA the small tiles'
+# on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x
+# 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1; 32 x 8192 x 8192,
+# 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
+CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 32
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): the rounds pick against its cluster variants, with
@@ -286,9 +286,9 @@ def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_
 
 def _fitted_ring(v: Sm90W4A16Config, shrink: bool) -> Sm90W4A16Config | None:
     """v, or (shrink) v with the deepest ring down to CLUSTER_MIN_RING stages, whose shared memory (with zero points)
-    fits SMEM_MAX; None if none does."""
+    fits SMEM_LIMIT; None if none does."""
     for stages in range(v.stages, min(v.stages, CLUSTER_MIN_RING) - 1 if shrink else v.stages - 1, -1):
-        if (w := replace(v, stages=stages)).smem_bytes(128, True) <= SMEM_MAX:
+        if (w := replace(v, stages=stages)).smem_bytes(128, True) <= SMEM_LIMIT:
             return w
     return None
 
@@ -325,7 +325,8 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
         tiles = best.tiles(m, n)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         cost = {best: max(cta_cost(b, grid, tiles, k_stages, stream, MID_CLUSTER_PART * parts) for b in range(grid))}
-        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True, max_share=MID_CLUSTER_MAX_SHARE):
+        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True,
+                                  max_share=MID_CLUSTER_MAX_SHARE):
             cost[v] = FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP
         return min(cost, key=cost.get)
     return best

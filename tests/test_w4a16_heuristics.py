@@ -159,7 +159,7 @@ def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, wan
     assert got.name == want
     assert sm90_w4a16.choose(m, n, 132, 128, k // 64).cluster_k == 1
     if got.cluster_k > 1:  # never a cluster that is not resident with all the others
-        assert got.tiles(m, n) <= H100_CLUSTERS[got.cluster_k] and got.smem_bytes(128, True) <= sm90_w4a16.SMEM_MAX
+        assert got.tiles(m, n) <= H100_CLUSTERS[got.cluster_k] and got.smem_bytes(128, True) <= sm90_w4a16.SMEM_LIMIT
         assert sm90_w4a16.choose(m, n, 132, 128, k // 64, {p: 1 for p in H100_CLUSTERS}).cluster_k == 1
 
 
