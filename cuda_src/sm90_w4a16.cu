@@ -50,10 +50,11 @@ namespace w4a16_sm90 {
 constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer warpgroup
 constexpr int BLOCK_N = CONSUMERS * CONSUMER_N;
 constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
-constexpr int GPS = GROUP_SIZE == 32 ? 2 : 1;     // groups per stage
+constexpr int GPS = GROUP_SIZE == 0 || GROUP_SIZE >= 64 * K_SUB ? 1 : 64 * K_SUB / GROUP_SIZE;  // groups per stage
 // A stage holds K_SUB 64-value slices of K (one swizzle row of activations each). Each slice is dequantised
-// into its own register set (wgmma reads them asynchronously); the barrier round trip, the scale loads and the
-// fold are paid once per stage, so two slices per stage halve that cost per weight.
+// into its own register set (wgmma reads them asynchronously); the barrier round trip and the scale loads are paid
+// once per stage, the fold once per two slices, so two or four slices per stage cut that cost per weight (a wait on a
+// landed stage still costs ~120 cycles: NOTES W4A16 59).
 constexpr int A_SUB = BLOCK_M * 128;              // activations: BLOCK_M rows x 64 values
 constexpr int W_SUB = STRIPS * 512;
 constexpr int A_TILE = K_SUB * A_SUB;
@@ -85,8 +86,12 @@ constexpr bool WAIT = BLOCK_M * CONSUMER_N >= 128 * 64;
 // FOLD (per-stage fp32 scaling, see the top) comes from the host (Sm90W4A16Config.fold): where a stage spans one
 // group and two stage accumulator sets fit beside the tile's sums.
 static_assert(!FOLD || (GROUP_SIZE != 32 && BLOCK_M * ROW_BLOCKS <= 64), "FOLD: one group per stage, 3 x 32 sums");
-static_assert(K_SUB == 1 || (K_SUB == 2 && FOLD && GROUP_SIZE % 128 == 0),
-              "two slices per stage: FOLD tiles whose stage spans one group (G = 0 or a multiple of 128)");
+static_assert(K_SUB == 1 || ((K_SUB == 2 || K_SUB == 4) && FOLD && GROUP_SIZE % 128 == 0 && GPS <= 2),
+              "two or four slices per stage: FOLD tiles whose stage spans one or two groups (G = 0 or a multiple of 128)");
+static_assert(K_SUB < 4 || GROUP_SIZE == 0 || GROUP_SIZE == 128 || GROUP_SIZE % 256 == 0,
+              "four slices per stage: a group boundary only between slices 1 and 2");
+// FOLD scales per row block: rows g and g + 8 of each of the stage's groups.
+constexpr int SC = FOLD ? 2 * GPS : 2;
 
 static_assert(BLOCK_M % 8 == 0 && BLOCK_M <= 256, "BLOCK_M is the wgmma N: a multiple of 8, at most 256");
 static_assert(CHUNK_ROWS % 8 == 0 && CHUNK_ROWS <= 64 && BLOCK_M % CHUNK_ROWS == 0 &&
@@ -164,11 +169,11 @@ GN_DEVICE int stage_group(int kt) {
 // (q - zero) * scale per weight. sc gets the scales of this lane's rows g and g + 8 of each row block
 // (fp16's second pair is 16 (q - zero)).
 struct StageDq {
-  DqZeros dz[ROW_BLOCKS];
+  DqZeros dz[ROW_BLOCKS][GPS];
   DqScaled dq[ROW_BLOCKS][GPS];
 };
 
-GN_DEVICE void stage_scales(StageDq& sd, float (&sc)[ROW_BLOCKS][2], const u8* stage, int c, int warp, int lane,
+GN_DEVICE void stage_scales(StageDq& sd, float (&sc)[ROW_BLOCKS][SC], const u8* stage, int c, int warp, int lane,
                             u32 z_bits) {
   const int g = lane / 4;
   const u8* st = stage + A_TILE + W_TILE;
@@ -181,9 +186,9 @@ GN_DEVICE void stage_scales(StageDq& sd, float (&sc)[ROW_BLOCKS][2], const u8* s
       const u32 z2 = GN_HAS_ZEROS ? *(const u32*)(s + S_TILE + g * 4) : z_bits;
       const u16 s_lo = *(const u16*)(s + g * 2), s_hi = *(const u16*)(s + 16 + g * 2);
       if constexpr (FOLD) {
-        sd.dz[rb].set(z2);
-        sc[rb][0] = to_float<OUT>(s_lo);
-        sc[rb][1] = to_float<OUT>(s_hi) * DQ_HI;
+        sd.dz[rb][q].set(z2);
+        sc[rb][2 * q] = to_float<OUT>(s_lo);
+        sc[rb][2 * q + 1] = to_float<OUT>(s_hi) * DQ_HI;
       } else {
         sd.dq[rb][q].set(z2, s_lo, s_hi);
       }
@@ -213,7 +218,7 @@ GN_DEVICE void slice_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLO
       const u32 w = step == 0 ? wv.x : step == 1 ? wv.y : step == 2 ? wv.z : wv.w;
       u32 r[4];
       if constexpr (FOLD)
-        sd.dz[rb].word(w, r);
+        sd.dz[rb][GPS == 1 ? 0 : h * 64 / GROUP_SIZE].word(w, r);
       else
         sd.dq[rb][GPS == 2 ? step / 2 : 0].word(w, r);
       a[rb][step][0] = r[0];  // rows g, k 0-1 of the step
@@ -235,12 +240,12 @@ GN_DEVICE void slice_mma(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], u32 (&a)[ROW_BLO
 // FOLD: a retired stage's sums e, scaled per row, into the tile's sums d. Accumulator j holds row g (j % 4 < 2)
 // or g + 8 of its row block.
 GN_DEVICE void fold(float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], float (&e)[ROW_BLOCKS][GN_WGMMA_REGS],
-                    const float (&sc)[ROW_BLOCKS][2]) {
+                    const float (&sc)[ROW_BLOCKS][SC], int q = 0) {
 #pragma unroll
   for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
     GN_WGMMA_TOUCH(e[rb]);  // read only after the wait that retired them
 #pragma unroll
-    for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] += e[rb][j] * sc[rb][(j / 2) % 2];
+    for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] += e[rb][j] * sc[rb][2 * q + (j / 2) % 2];
   }
 }
 
@@ -465,7 +470,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     const int c = wg - 1, warp = t / 32, lane = t % 32;
     const u32 cbuf = cbuf0 + c * 2 * CHUNK_SLOT;
     float d[ROW_BLOCKS][GN_WGMMA_REGS];  // the tile's sums
-    float e0[ROW_BLOCKS][GN_WGMMA_REGS], e1[ROW_BLOCKS][GN_WGMMA_REGS], sc0[ROW_BLOCKS][2], sc1[ROW_BLOCKS][2];
+    float e0[ROW_BLOCKS][GN_WGMMA_REGS], e1[ROW_BLOCKS][GN_WGMMA_REGS], sc0[ROW_BLOCKS][SC], sc1[ROW_BLOCKS][SC];
     u32 a0[ROW_BLOCKS][4][4], a1[ROW_BLOCKS][4][4];  // two register sets: one is read by running wgmmas
     u32 it = 0;  // stages consumed so far (as the producer counts them)
     int chunk = 0;
@@ -481,39 +486,45 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     // and each slice's wait<1> retires the slice before it. (ptxas checks this and serialises every wgmma,
     // warning C7513, when some path breaks it.) FOLD: each stage sums into its own set, folded into d once
     // retired; otherwise every stage sums into d. With two slices per stage a stage is a0 then a1.
-    auto step = [&](int kt, u32 (&a)[ROW_BLOCKS][4][4], u32 (&a_next)[ROW_BLOCKS][4][4],
-                    float (&e)[ROW_BLOCKS][GN_WGMMA_REGS], float (&sc)[ROW_BLOCKS][2],
-                    float (&e_prev)[ROW_BLOCKS][GN_WGMMA_REGS], const float (&sc_prev)[ROW_BLOCKS][2]) {
+    // A step is a stage, or with four slices per stage (K_SUB 4) half of one (`half`: which): its two slices sum
+    // into e (with G = 128 a half is one group), the first half waits for the stage and the second moves `it` on.
+    // The previous step's sums e_prev are folded once retired, with the scales of their group: the previous stage's
+    // last (sc_prev, loaded by the previous step) or, in a second half, this stage's first.
+    auto step = [&](int kt, int half, u32 (&a)[ROW_BLOCKS][4][4], u32 (&a_next)[ROW_BLOCKS][4][4],
+                    float (&e)[ROW_BLOCKS][GN_WGMMA_REGS], float (&sc)[ROW_BLOCKS][SC],
+                    float (&e_prev)[ROW_BLOCKS][GN_WGMMA_REGS], const float (&sc_prev)[ROW_BLOCKS][SC]) {
+      const bool opens = K_SUB < 4 || half == 0;
+      const int h0 = K_SUB == 4 ? 2 * half : 0;  // the step's first slice
       const u32 s = it % NUM_STAGES;
-      mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
+      if (opens) mbar_wait(full0 + 8 * s, (it / NUM_STAGES) & 1);
       const u8* stage = smem + s * STAGE_BYTES;
       const u64 desc = desc0 + s * (STAGE_BYTES / 16);
       StageDq sd;
       stage_scales(sd, sc, stage, c, warp, lane, (u32)z_bits);
       uint4 w0[ROW_BLOCKS], w1[ROW_BLOCKS];
-      load_slice(w0, stage, 0, c, warp, lane);
-      slice_mma(FOLD ? e : d, a, sd, w0, 0, desc, FOLD || kt == 0);
-      // With one row block, slice 1's words are read before the wait (whose memory clobber would hold the load behind
-      // it), so that their shared-memory latency runs under the wgmmas in flight (16 x 128 tiles 3% faster; with two
-      // row blocks the eight live registers cost 32 x 256 tiles spills).
-      if constexpr (K_SUB == 2 && ROW_BLOCKS == 1) load_slice(w1, stage, 1, c, warp, lane);
-      wgmma_wait<1>();  // the previous slice (the previous stage's last) is done with its slot and registers
+      load_slice(w0, stage, h0, c, warp, lane);
+      slice_mma(FOLD ? e : d, a, sd, w0, h0, desc, FOLD || kt == 0);
+      // With one row block, the next slice's words are read before the wait (whose memory clobber would hold the
+      // load behind it), so that their shared-memory latency runs under the wgmmas in flight (16 x 128 tiles 3%
+      // faster; with two row blocks the eight live registers cost 32 x 256 tiles spills).
+      if constexpr (K_SUB >= 2 && ROW_BLOCKS == 1) load_slice(w1, stage, h0 + 1, c, warp, lane);
+      wgmma_wait<1>();  // the previous slice (the previous step's last) is done with its slot and registers
       if (kt > 0) {
-        if constexpr (FOLD) fold(d, e_prev, sc_prev);
+        if constexpr (FOLD) fold(d, e_prev, sc_prev, K_SUB == 4 && half == 0 ? GPS - 1 : 0);
         // Lane 0 releases the slot for its warp. The other lanes' shared loads of it are complete: their values
         // fed the wgmma just retired. (A __syncwarp before the arrival, the memory model's way to order them,
         // cost 3-13% at M = 8-64 and did not quieten racecheck, which flags every refilled slot: NOTES W4A16 39.)
-        if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+        if (opens && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
       }
-      if constexpr (K_SUB == 2) {
-        if constexpr (ROW_BLOCKS > 1) load_slice(w1, stage, 1, c, warp, lane);
-        slice_mma(e, a_next, sd, w1, 1, desc, false);
-        wgmma_wait<1>();  // slice 0 retired: a is free for the next stage
+      if constexpr (K_SUB >= 2) {
+        if constexpr (ROW_BLOCKS > 1) load_slice(w1, stage, h0 + 1, c, warp, lane);
+        slice_mma(e, a_next, sd, w1, h0 + 1, desc, false);
+        wgmma_wait<1>();  // the step's first slice retired: a is free for the next step
       }
-      ++it;
+      if (K_SUB < 4 || half == 1) ++it;
     };
-    // The register set each stage starts with: alternating with one slice per stage, always a0 with two.
-    auto& a_odd = K_SUB == 2 ? a0 : a1;
+    // The register set each step starts with: alternating with one slice per step, always a0 with two.
+    auto& a_odd = K_SUB >= 2 ? a0 : a1;
     const int end = w.end();
     for (int x = w.start(blockIdx.x); x < end;) {
       int tile, tm, tn, kt0, k_tiles, split, parts;
@@ -525,25 +536,27 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
           for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] = 0.f;
       // Pairs, then an even tail: on every path, a set is rewritten only after the wait that retired its
       // group (a loop that could skip its odd step would, to ptxas, reach a0 with a0's group in flight).
+      // (K_SUB 4: a stage is two steps, its halves, so the pairs cover it and the count is even.)
+      const int steps = K_SUB == 4 ? 2 * k_tiles : k_tiles;
       int kt = 0;
 #pragma unroll 1
-      for (; kt + 1 < k_tiles; kt += 2) {
-        step(kt, a0, a1, e0, sc0, e1, sc1);
-        step(kt + 1, a_odd, a1, e1, sc1, e0, sc0);
+      for (; kt + 1 < steps; kt += 2) {
+        step(kt, 0, a0, a1, e0, sc0, e1, sc1);
+        step(kt + 1, 1, a_odd, a1, e1, sc1, e0, sc0);
       }
       // (The shapes of these branches are what keeps ptxas from serialising: a FOLD tail with one wait and a
       // conditional fold, or a plain tail with a wait in each branch, made it do so.)
       if constexpr (FOLD) {
-        if (kt < k_tiles) {
-          step(kt, a0, a1, e0, sc0, e1, sc1);
+        if (kt < steps) {
+          step(kt, 0, a0, a1, e0, sc0, e1, sc1);
           wgmma_wait<0>();
           fold(d, e0, sc0);
         } else {
           wgmma_wait<0>();
-          fold(d, e1, sc1);
+          fold(d, e1, sc1, K_SUB == 4 ? GPS - 1 : 0);
         }
       } else {
-        if (kt < k_tiles) step(kt, a0, a1, e0, sc0, e1, sc1);
+        if (kt < steps) step(kt, 0, a0, a1, e0, sc0, e1, sc1);
         wgmma_wait<0>();
       }
 #pragma unroll

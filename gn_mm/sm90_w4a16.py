@@ -34,7 +34,7 @@ class Sm90W4A16Config:
     consumers: int   # consumer warpgroups (1 or 2)
     row_blocks: int  # 64-column blocks of the weight per consumer
     stages: int
-    k_sub: int = 1   # 64-value slices of K per stage (2: one barrier round trip and fold per 128 values)
+    k_sub: int = 1   # 64-value slices of K per stage (2 / 4: one barrier round trip per 128 / 256 values)
     prefetch: int = 0  # stages a CTA prefetches into L2 before its grid dependency resolves (0: `stages`)
     cluster_k: int = 1  # > 1: clusters of this many CTAs split each tile's K and add their sums on chip
 
@@ -50,7 +50,7 @@ class Sm90W4A16Config:
 
     @classmethod
     def parse(cls, name: str) -> "Sm90W4A16Config":
-        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128))?(?:_x(\d))?(?:_p(\d+))?", name.strip())
+        m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128|256))?(?:_x(\d))?(?:_p(\d+))?", name.strip())
         if not m or int(m[2]) % (64 * int(m[3])):
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8, "
                              "w4a16wg_8x256_c2_s6_k128 or w4a16wg_64x64_c1_s8_k128_x2 (block_n a multiple of 64 x "
@@ -74,8 +74,9 @@ class Sm90W4A16Config:
 
     def problem(self, group_size: int, k64: int) -> str | None:
         """Why this config cannot run a weight of k64 64-value slices and kernel group size `group_size`
-        (0: per-channel), or None (the kernel's static_asserts, checked before NVRTC sees them). Two slices per
-        stage need the per-stage fold with one group per stage."""
+        (0: per-channel), or None (the kernel's static_asserts, checked before NVRTC sees them). Two or four slices
+        per stage need the per-stage fold and a group size of K or a multiple of 128 (four slices: two groups of
+        128 a stage at most)."""
         if self.block_m % 8 or not 8 <= self.block_m <= 256 or (self.block_m > 64 and self.chunk_rows < 32):
             return (f"{self.name}: block_m (the wgmma N) must be a multiple of 8 up to 256, and past 64 one with a "
                     "divisor of 32 to 64 rows, a multiple of 8 (its output chunks)")
@@ -93,6 +94,10 @@ class Sm90W4A16Config:
             return f"{self.name} needs K padded to a multiple of {64 * self.k_sub}"
         return None
 
+    def groups_per_stage(self, group_size: int) -> int:
+        """Scale groups a stage spans (group_size 0: per-channel, one)."""
+        return max(1, 64 * self.k_sub // group_size) if group_size else 1
+
     def tiles(self, m: int, n: int) -> int:
         return -(-m // self.block_m) * -(-n // self.block_n)
 
@@ -105,7 +110,7 @@ class Sm90W4A16Config:
         columns); scales (and zero points): 32 bytes per strip and group of the stage; rounded up to 1 KB (the
         swizzle alignment)."""
         strips = self.block_n // 16
-        gps = 2 if group_size == 32 else 1
+        gps = self.groups_per_stage(group_size)
         raw = self.k_sub * (self.block_m * 128 + strips * 512) + strips * gps * 32 * (2 if has_zeros else 1)
         return -(-raw // 1024) * 1024
 
@@ -197,16 +202,19 @@ def mid_m(m: int) -> bool:
 # Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
     16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46},
-    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48},
-    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22}}
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.52},
+    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
+         C(64, 1, 1, 4, 4, prefetch=1): 0.47}}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
     (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
     # M = 9..64: the narrow one-consumer tiles only where SMALL_M_STAGE_US prefers them to the first
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3))),
-    (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2))),
-    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2), C(32, 1, 1, 8, 2, prefetch=2))),
+    (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2),
+          C(32, 1, 1, 4, 4, prefetch=1))),
+    (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2), C(32, 1, 1, 8, 2, prefetch=2),
+          C(64, 1, 1, 4, 4, prefetch=1))),
     (128, (C(128, 1, 1, 8), C(128, 2, 1, 8))),
     (256, (C(128, 1, 1, 8), C(128, 2, 1, 8), C(256, 2, 1, 4), C(192, 2, 1, 6), *FITTED)),
     (MID_M[-1][1], (C(256, 2, 1, 4), C(192, 2, 1, 6), C(128, 2, 1, 8), *FITTED)),  # by estimated time (`mid_m_plan`)
@@ -250,11 +258,11 @@ def large_weight(n: int, k64: int) -> bool:
 # 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.36 us against 16.63 for 96 in clusters of 3;
 # benchmarks/results/w4a16_cluster_k_{,fix_}probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100
 # (of 2: 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit
-# beside the candidate's ring (SMEM_LIMIT, with zero points). Past CLUSTER_MAX_SHARE stages a CTA the small tiles'
-# on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x
+# beside the candidate's ring (SMEM_LIMIT, with zero points). Past CLUSTER_MAX_SHARE 64-value slices of K a CTA (32
+# stages of 128 values) the small tiles' on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x
 # 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1; 32 x 8192 x 8192,
 # 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
-CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 32
+CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 64
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): the rounds pick against its cluster variants, with
@@ -266,18 +274,19 @@ CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # (benchmarks/results/w4a16_cluster_k_midm_probe_h100.json, before the kernel's cluster barrier moved: NOTES W4A16 58).
 CLUSTER_MIN_RING, MID_CLUSTER_PART = 4, 4
 # Their larger fix-ups pay for longer shares: 128 x 8192 x 4096 (64 stages a CTA) 20.3 us in stream-K, 18.4 in pairs.
-MID_CLUSTER_MAX_SHARE = 64
+MID_CLUSTER_MAX_SHARE = 64  # 64-value slices (these tiles' stages)
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
                      clusters: dict[int, int], shrink: bool = False, max_share: int = CLUSTER_MAX_SHARE):
     """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
     resident at once, with MIN_STAGES_PER_SPLIT to `max_share` stages per CTA and shared memory for the receive
-    slots (`shrink`: the deepest ring of at least CLUSTER_MIN_RING stages that leaves room for them)."""
+    slots (`shrink`: the deepest ring of at least CLUSTER_MIN_RING stages that leaves room for them). max_share: in
+    64-value slices of K."""
     tiles = config.tiles(m, n)
     for p, fit in clusters.items():
-        if p not in CLUSTER_SIZES or not (tiles <= fit and tiles * p <= sm_count and
-                                          MIN_STAGES_PER_SPLIT * p <= k_stages <= max_share * p):
+        if p not in CLUSTER_SIZES or not (tiles <= fit and tiles * p <= sm_count and MIN_STAGES_PER_SPLIT * p <=
+                                          k_stages and k_stages * config.k_sub <= max_share * p):
             continue
         v = _fitted_ring(replace(config, cluster_k=p), shrink)
         if v is not None:
@@ -309,7 +318,8 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
     if best in stage_us:
         pool = [c for c in candidates if c in stage_us and n <= max_n.get(c, n)]
-        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count) for c in pool}
+        # (256-value stages were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.)
+        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count) for c in pool if c.k_sub < 4}
         for c in pool:
             k_stages = k64 // c.k_sub
             for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
@@ -522,7 +532,7 @@ class Plan:
         contiguous or None. workspace: `workspace(a)` (else allocated here); record: see runtime.launch."""
         cfg, m = self.config, a.shape[0]
         strips, groups = w.packed.shape[1], w.scales.shape[1]
-        gps = 2 if kernel_group_size(w) == 32 else 1
+        gps = cfg.groups_per_stage(kernel_group_size(w))
         map_a, map_at = tma.rows_maps(a.data_ptr(), m, w.k * 2, a.stride(0) * 2, cfg.block_m, "a")
         map_s = tma.rows_map(w.scales.data_ptr(), strips, groups * 32, groups * 32, cfg.block_n // 16, "scales",
                              box_bytes=32 * gps, swizzle=0)
