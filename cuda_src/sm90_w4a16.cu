@@ -83,11 +83,11 @@ static_assert(CLUSTER_K >= 1 && CLUSTER_K <= 8, "clusters of 1 to 8 CTAs (the po
 // (what publishing them costs outweighs the wait; smaller tiles measured 0.5-2.5% slower with the waiting code, even
 // where it never waited).
 constexpr bool WAIT = BLOCK_M * CONSUMER_N >= 128 * 64;
-// FOLD (per-stage fp32 scaling, see the top) comes from the host (Sm90W4A16Config.fold): where a stage spans one
-// group and two stage accumulator sets fit beside the tile's sums.
+// FOLD (per-stage fp32 scaling, see the top) comes from the host (Sm90W4A16Config.fold): where a stage (with four
+// slices, each half of one) spans one group and two accumulator sets fit beside the tile's sums.
 static_assert(!FOLD || (GROUP_SIZE != 32 && BLOCK_M * ROW_BLOCKS <= 64), "FOLD: one group per stage, 3 x 32 sums");
 static_assert(K_SUB == 1 || ((K_SUB == 2 || K_SUB == 4) && FOLD && GROUP_SIZE % 128 == 0 && GPS <= 2),
-              "two or four slices per stage: FOLD tiles whose stage spans one or two groups (G = 0 or a multiple of 128)");
+              "two or four slices per stage: FOLD tiles, a stage over one or two groups (G = 0 or a multiple of 128)");
 static_assert(K_SUB < 4 || GROUP_SIZE == 0 || GROUP_SIZE == 128 || GROUP_SIZE % 256 == 0,
               "four slices per stage: a group boundary only between slices 1 and 2");
 // FOLD scales per row block: rows g and g + 8 of each of the stage's groups.

@@ -68,8 +68,8 @@ class Sm90W4A16Config:
 
     def fold(self, group_size: int) -> bool:
         """Whether the kernel scales each stage's sums in fp32 (exact (q - zero) on the tensor cores, no multiply
-        per weight): a stage must span one group (not G = 32), and the tile's sums and two stage sets (3 x 32
-        accumulators) must fit, i.e. at most 64 x 64 outputs per consumer thread set."""
+        per weight): a stage (of a 256-value stage, each half) must span one group (not G = 32), and the tile's sums
+        and two stage sets (3 x 32 accumulators) must fit, i.e. at most 64 x 64 outputs per consumer thread set."""
         return group_size != 32 and self.block_m * self.row_blocks <= 64
 
     def problem(self, group_size: int, k64: int) -> str | None:
@@ -88,8 +88,10 @@ class Sm90W4A16Config:
             return f"{self.name} splits K {self.cluster_k} ways: K needs at least {self.cluster_k * self.k_sub * 64}"
         if self.k_sub == 1:
             return None
-        if not self.fold(group_size) or group_size % 128:
-            return f"{self.name} needs M tiles x row blocks <= 64 and a group size of K or a multiple of 128"
+        four_ok = self.k_sub < 4 or group_size == 128 or group_size % 256 == 0  # a group boundary mid-stage at most
+        if not self.fold(group_size) or group_size % 128 or not four_ok:
+            return (f"{self.name} needs M tiles x row blocks <= 64 and a group size of K or a multiple of 128 "
+                    "(256-value stages: 128 or a multiple of 256)")
         if k64 % self.k_sub:
             return f"{self.name} needs K padded to a multiple of {64 * self.k_sub}"
         return None
@@ -251,17 +253,18 @@ def large_weight(n: int, k64: int) -> bool:
 # Tiles split inside a cluster (`cluster_k`): the CTAs of a cluster take equal aligned shares of one tile's K and the
 # others push their sums into the first's shared memory, so a fix-up costs CLUSTER_FIXUP stage-times where a stream-K
 # fix-up through L2 costs FIXUP. Where every tile's cluster is resident at once, `choose` costs the cluster variants of
-# the SMALL_M_STAGE_US candidates beside them, with shares of at most CLUSTER_MAX_SHARE stages. That trades SMs for
-# fix-ups: fewer, longer parts (H100, CUDA-graph replay, 3 interleaved rounds, us, heuristic before -> cluster variant:
+# the SMALL_M_STAGE_US candidates beside them, with shares of at most CLUSTER_MAX_SHARE 64-value slices of K. That
+# trades SMs for fix-ups: fewer, longer parts (H100, CUDA-graph replay, 3 interleaved rounds, us, heuristic before ->
+# cluster variant:
 # 16 x 4096 x 4096 7.36 -> 6.60 (16 x 128 in clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.10 -> 8.09 (64 x 64 in pairs),
 # 16 x 2048 x 2048 4.74 -> 3.71 (16 x 128 in fours: 64 CTAs), 64 x 2048 x 2048 5.94 -> 4.62 (32 x 64 in pairs); but at
 # 14336 x 4096 the 128 stream-K CTAs stay ahead: 14.36 us against 16.63 for 96 in clusters of 3;
 # benchmarks/results/w4a16_cluster_k_{,fix_}probe_h100.json). Clusters of 4 fit only 30 at a time on a 132-SM H100
 # (of 2: 66, of 3: 39, of 8: 15), hence `cluster_capacity`. The receive slots ((P - 1) x the tile's fp32 sums) must fit
-# beside the candidate's ring (SMEM_LIMIT, with zero points). Past CLUSTER_MAX_SHARE 64-value slices of K a CTA (32
-# stages of 128 values) the small tiles' on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing (64 x 11008 x
-# 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1; 32 x 8192 x 8192,
-# 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
+# beside the candidate's ring (SMEM_LIMIT, with zero points). Past 64 slices a CTA (32 stages of 128 values) the
+# small tiles' on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing
+# (64 x 11008 x 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1;
+# 32 x 8192 x 8192, 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
 CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 64
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)

@@ -105,8 +105,8 @@ if hopper:
     weights = {(k, n): w}  # the mma.sync cases' weight; other shapes are made on first use
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
         for kk, nn, splits in ((k, n, None), (k, n, 3), (2048, 256, 1)):  # N = 1000: a ragged last column tile
-            if cfg.k_sub == 4:  # 256-value stages: K in whole stages (640 -> 768), the heuristic's own splits
-                kk, splits = max(768, kk // 256 * 256), None if splits == 3 else splits
+            if cfg.k_sub == 4:  # 256-value stages: K in whole stages (640 -> 768: three, split 3 ways in stream-K)
+                kk = max(768, kk // 256 * 256)
             kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
             if (kk, nn) not in weights:
                 qk = torch.randint(0, 16, (kk, nn), device=dev)

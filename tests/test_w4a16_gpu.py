@@ -157,6 +157,23 @@ def test_every_config(config, asym):
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
+@pytest.mark.parametrize("g, asym", [(128, True), ("K", False)], ids=["g128-asym", "perchannel"])
+@pytest.mark.parametrize("config, splits", [("w4a16wg_64x64_c1_s4_k256_p1", None), ("w4a16wg_64x64_c1_s4_k256_p1", 3),
+                                            ("w4a16wg_32x64_c1_s4_k256_x2_p1", None)])
+def test_256_value_stages(dtype, g, asym, config, splits):
+    """Two groups a stage at G = 128 (each half folded with its own scales), one per-channel; K = 2560: 10 stages in
+    a ring of 4 (slots refilled), whole tiles, stream-K parts and a cluster pair; ragged M and N."""
+    k, n, m = 2560, 200, 45
+    group = k if g == "K" else g
+    qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=7)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=group)
+    out = gn_mm.w4a16_mm(a, w, config=config, splits=splits, out=poisoned(m, n, dtype))
+    check(out, a, qweight, scales, qzeros, group, rounds=False)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 def test_128_value_stages_need_an_even_number_of_slices(dtype):
     k, n, m = 190, 40, 2  # per-channel, K padded to three 64-value slices
     qweight, scales, qzeros = make_weight(k, n, k, True, dtype)
