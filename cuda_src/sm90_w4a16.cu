@@ -481,11 +481,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     if (CLUSTER_K > 1 && blockIdx.x % CLUSTER_K == 0 && t == 0)
       mbar_arrive_expect_tx(recv_bar, (CLUSTER_K - 1) * V * 128 * 16);
     // A slice's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
-    // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive stages also sum
+    // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive steps also sum
     // into e0, e1), in separate code (an if / else on the parity let the compiler merge both into one set),
     // and each slice's wait<1> retires the slice before it. (ptxas checks this and serialises every wgmma,
-    // warning C7513, when some path breaks it.) FOLD: each stage sums into its own set, folded into d once
-    // retired; otherwise every stage sums into d. With two slices per stage a stage is a0 then a1.
+    // warning C7513, when some path breaks it.) FOLD: each step sums into its own set, folded into d once
+    // retired; otherwise every step sums into d. With two slices a step is a0 then a1.
     // A step is a stage, or with four slices per stage (K_SUB 4) half of one (`half`: which): its two slices sum
     // into e (with G = 128 a half is one group), the first half waits for the stage and the second moves `it` on.
     // The previous step's sums e_prev are folded once retired, with the scales of their group: the previous stage's
