@@ -306,13 +306,13 @@ def _fitted_ring(v: Sm90W4A16Config, shrink: bool) -> Sm90W4A16Config | None:
 
 
 def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: int = 2,
-           clusters: dict[int, int] | None = None) -> Sm90W4A16Config:
+           clusters: dict[int, int] | None = None, dram_tbs: float = 3.35) -> Sm90W4A16Config:
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
     that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
     clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
-    its stage time; in the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan
+    its stage time (`plan_cost` on a GPU of `dram_tbs` TB/s peak DRAM); in the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan
     `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
@@ -322,7 +322,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     if best in stage_us:
         pool = [c for c in candidates if c in stage_us and n <= max_n.get(c, n)]
         # (256-value stages were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.)
-        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count) for c in pool if c.k_sub < 4}
+        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in pool if c.k_sub < 4}
         for c in pool:
             k_stages = k64 // c.k_sub
             for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
@@ -394,16 +394,43 @@ STRADDLE_MAX = 16 * 256
 STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 
 
-def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: float = FIXUP) -> float:
-    """CTA b's time in stage-times: its stages, the fill, and a fix-up (`fixup` stage-times) per segment that shares
-    its tile."""
-    return FILL + sum(k + (fixup if parts > 1 else 0) for _, _, k, _, parts in segments(b, grid, tiles, k_stages,
-                                                                                            stream))
+# The DRAM's share (H100; 42 rows of M = 1 / 8 / 16 x K = 4096-14336 x N = 9216-14336, benchmarks/results/
+# w4a16_small_m_whole_vs_stream_probe_h100.json, whole tiles against stream-K over the SMs): a CTA of the 8- and
+# 16-row two-consumer tiles streams ~26 GB/s of weight (0.31 us per 8 KB stage at any tile count up to 112: whole
+# tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles), so ~110 of them take what
+# the H100's DRAM gives (3.35 TB/s peak) and more CTAs do not stream faster: stream-K's equal shares over 132 SMs
+# then only add their fix-ups (1 x 14336 x 14336: 112 whole tiles 37.9 us, stream-K 43.1; 1 x 8192 x 13824: 108
+# tiles 22.7 / 25.7; 1 x 4096 x 11008: 86 tiles 12.6 / 13.9), while at 72 tiles or long K with 80-96 the shares
+# still win (1 x 14336 x 9216 29.5 / 38.1). So where `schedule` would split, both plans' CTAs count at least the
+# whole stream's time at that rate, and whole tiles win where they cost no more: the faster plan on all 42 rows
+# (14 of them 1-14% slower before). Only there: as a floor on the stream-K grids against each other, or on the
+# plain plans against cluster-K variants in `choose`, it picked slower plans (fewer CTAs or clusters: up to 5% at
+# 4-16 x 28672 x 2048, 16 x 18944 x 2048; w4a16_dram_floor_grid_ab_h100.json, an earlier build). Not for the
+# 256-column tiles: 74 of 16 x 256 (16 x 18944 x 3584) ran 3.7% slower whole than in stream-K shares
+# (w4a16_dram_floor_ab_h100.json; 8 x 256 tied). Not measured for taller or one-consumer tiles, nor on an H200 (the
+# CTA count scaled by its peak bandwidth).
+DRAM_CTAS_PER_TBS = 32
 
 
-def plan_cost(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> float:
+def dram_floor(config: Sm90W4A16Config, tiles: int, k_stages: int, dram_tbs: float) -> float:
+    """Stage-times the tiles' whole weight stream takes at the DRAM's rate (DRAM_CTAS_PER_TBS; the 8- and 16-row
+    128-column two-consumer tiles only, else 0)."""
+    if config.block_m > 16 or config.consumers < 2 or config.block_n != 128:
+        return 0.0
+    return tiles * k_stages / (DRAM_CTAS_PER_TBS * dram_tbs)
+
+
+def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: float = FIXUP,
+             floor: float = 0.0) -> float:
+    """CTA b's time in stage-times: its stages (at least `floor`: `dram_floor`), the fill, and a fix-up (`fixup`
+    stage-times) per segment that shares its tile."""
+    segs = list(segments(b, grid, tiles, k_stages, stream))
+    return FILL + max(floor, sum(k for _, _, k, _, _ in segs)) + sum(fixup for *_, parts in segs if parts > 1)
+
+
+def plan_cost(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int, dram_tbs: float = 3.35) -> float:
     """Stage-times of the busiest CTA (`cta_cost`) in the plan `schedule` makes for this config."""
-    grid, stream = schedule(config, m, n, k_stages, sm_count)
+    grid, stream = schedule(config, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
     tiles = config.tiles(m, n)
     return max(cta_cost(b, grid, tiles, k_stages, stream) for b in range(grid))
 
@@ -423,9 +450,10 @@ def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
 
 
 def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
-             splits: int | None = None) -> tuple[int, bool]:
+             splits: int | None = None, dram_tbs: float = 3.35) -> tuple[int, bool]:
     """(grid, stream). Enough tiles for the SMs: data-parallel persistent CTAs over whole tiles. Fewer: of the
-    stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles: tiles x s CTAs with
+    stream-K grids, the one with the least CTA cost (`cta_cost`, with `dram_floor` for a GPU of `dram_tbs` TB/s
+    peak), if it beats whole tiles: tiles x s CTAs with
     s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
     tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). For M = 65..256 on
     two-consumer tiles, also equal shares over all SMs where whole tiles leave many idle or make a thin second round
@@ -448,6 +476,10 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
             if g > tiles:
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
+        floor = dram_floor(config, tiles, k_stages, dram_tbs)  # (here tiles < sm_count: one round of whole tiles)
+        if best[2] and FILL + max(k_stages, floor) <= max(cta_cost(b, best[1], tiles, k_stages, True, floor=floor)
+                                                          for b in range(best[1])):
+            return whole  # the DRAM is taken either way: no fix-ups
         measured = config.block_m >= 128 and config.consumers > 1 and m <= STREAM_K_MAX_M  # where it was measured
         if (not best[2] and not straddle and measured and leaves_idle(tiles, sm_count, STREAM_K_FILL)
                 and total >= MIN_STAGES_PER_SPLIT * sm_count
@@ -517,7 +549,8 @@ class Plan:
                 raise LayoutError(f"splits: {config.name} splits K {config.cluster_k} ways inside a cluster; pass "
                                   f"splits=None or {config.cluster_k}")
             return cls(config, tiles * config.cluster_k, False, 1, tiles, s.smem_bytes, main)
-        grid, stream = schedule(config, m, n, k_stages, sm_count, splits)
+        dram_tbs = runtime.dram_bandwidth(device.index) / 1e12
+        grid, stream = schedule(config, m, n, k_stages, sm_count, splits, dram_tbs)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         return cls(config, grid, stream, parts, tiles, s.smem_bytes, main)
 

@@ -196,12 +196,13 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
             raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
         splits = sm80_w4a16.nonempty_splits(splits, k_stages)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    dram_tbs = runtime.dram_bandwidth(device.index) / 1e12 if arch.cc == 90 else 0.0
     if config is not None and (why := config.problem(group_size, k_stages)):
         raise LayoutError(f"config: {why}")
     if config is None or isinstance(config, w4a16_decode.DecodeConfig):  # decode-sized M: the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
                                    w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
-                                   dram_tbs=runtime.dram_bandwidth(device.index) / 1e12 if arch.cc == 90 else 0.0)
+                                   dram_tbs=dram_tbs)
         if pick is not None:
             return w4a16_decode.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, *pick, arch, device)
         if config is not None:
@@ -209,8 +210,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
                               f"split in shared memory; M = {m}, K = {64 * k_stages} does not fit")
     fam = family(arch, config)
     if config is None:
-        config = fam.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index)) \
-            if fam is sm90_w4a16 else fam.choose(m)
+        config = fam.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index),
+                            dram_tbs) if fam is sm90_w4a16 else fam.choose(m)
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "

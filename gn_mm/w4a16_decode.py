@@ -14,6 +14,7 @@ from .arch import Arch
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, INSTR, variant_name
 from .sm90_config import FAST_DRAM_TBS
+from .sm90_w4a16 import DRAM_CTAS_PER_TBS
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -86,7 +87,12 @@ C = DecodeConfig
 # 4 deep: 6 measured 1.5-3% faster but spills on sm_80 (bf16, G = 32: 14 warps cap a thread at 128 registers);
 # instead each warp prefetches the weight 2 stages past its ring into L2 (1 x 4096 x 14336 13.8 -> 13.4 us, 1 x 8192
 # x 14336 24.2 -> 23.7; the same prefetch slows the 2- and 8-strip CTAs by 1-3%: benchmarks/results/
-# w4a16_decode_l2_ahead_h100.json). Rows: (largest M, candidates in order of preference, wide).
+# w4a16_decode_l2_ahead_h100.json). Since then the wgmma kernel's whole 8 x 128 tiles stream faster where enough of
+# them take the DRAM (sm90_w4a16.DRAM_CTAS_PER_TBS: ~107 CTAs on the H100), so `wide` stops there (H100, 1 x K x N
+# for K = 2048-28672, benchmarks/results/w4a16_m1_wide_probe_h100.json, w4a16_dram_floor_{,grid_}ab_h100.json: at
+# N = 14336 / 16384 (112 / 128 tiles) the tiles win by 0-6%, 1 x 4096 x 14336 12.8 against 13.1-13.5 us, 1 x 14336 x
+# 14336 37.9 / 39.5; at N = 13824 (108) by -1 to 4%; at N = 13312 (104) the 7-strip CTAs keep a 1-8% lead, 1 x 28672
+# x 13312 71.3 against 76.8). Rows: (largest M, candidates in order of preference, wide).
 CONFIGS = (
     (1, (C(8, 2, 8, 4), C(8, 8, 2, 4), C(8, 7, 2, 4, ahead=2)), True),
     (8, (C(8, 2, 8, 4), C(8, 8, 2, 4)), False),
@@ -136,9 +142,10 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
            splits: int | None = None, config: DecodeConfig | None = None, wgmma: bool = True,
            dram_tbs: float = 3.35):
     """(config, splits) for M <= 16, or None when no config's activations fit in shared memory (or, unpinned,
-    when the GPU has the `wgmma` kernel and either N > MAX_N, unless the M class is `wide` and the grid takes one
-    round of the SMs, or M is past `wgmma_max_m` for the weight and the GPU's DRAM bandwidth: there the wgmma
-    kernel is faster).
+    when the GPU has the `wgmma` kernel and either N > MAX_N, unless the M class is `wide`, the grid takes one
+    round of the SMs and the wgmma kernel's 128-column tiles are too few to take the DRAM (DRAM_CTAS_PER_TBS x
+    `dram_tbs`), or M is past `wgmma_max_m` for the weight and the GPU's DRAM bandwidth: there the wgmma kernel is
+    faster).
     `config` / `splits` pin either.
     Per config the fewest splits that give MIN_FILL of the SMs a CTA and let the activations fit; then the
     config whose grid takes the fewest rounds of the SMs, then the one whose CTAs copy the fewest activation
@@ -146,6 +153,7 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
     copy fewer activation bytes, then the earlier."""
     configs, wide = ([config], True) if config else next(((cs, w) for limit, cs, w in CONFIGS if m <= limit),
                                                          ((), False))
+    wide = wide and -(-n // 128) < DRAM_CTAS_PER_TBS * dram_tbs
     if wgmma and ((n > MAX_N and not wide) or
                   (not config and m > wgmma_max_m(n * k_stages * 64, dram_tbs))):
         return None

@@ -4,6 +4,7 @@ fix-ups), and repeated calls that replay recorded launches, for compute-sanitize
 
     compute-sanitizer --tool memcheck python scripts/sanitize_cases.py
     compute-sanitizer --tool racecheck python scripts/sanitize_cases.py --racecheck
+    compute-sanitizer --tool memcheck python scripts/sanitize_cases.py --w4a16   # the W4A16 kernels only
 """
 
 import sys
@@ -16,8 +17,9 @@ from gn_mm.sm90_config import FIT_CONFIGS, SHARE_A_CONFIGS, SPLIT_CLUSTERS, SWAP
 
 dev = torch.device("cuda")
 hopper = torch.cuda.get_device_capability() == (9, 0)
+w4a16_only = "--w4a16" in sys.argv
 done = set()
-for v in variants.MMA_SYNC:
+for v in variants.MMA_SYNC if not w4a16_only else ():
     if (v.a, v.acc) in done:
         continue
     done.add((v.a, v.acc))
@@ -49,7 +51,7 @@ for v in variants.MMA_SYNC:
                 gn_mm.mm(a4, w4.t(), acc_dtype=acc, config=cfg)
 # `balance`'s tiles past M = 256 as the heuristic picks them: ragged row tiles, chunk tails stored directly,
 # persistent CTAs that take a second tile.
-if hopper:
+if hopper and not w4a16_only:
     # 3016 / 6096: TMA stores, tails partly past N; 5000 / 7000: 128 x 240 / 224 (direct tails of 48 / 32 columns);
     # 807 x 4500: 126 menu tiles of 128 x 256 with the whole K
     for m, n in ((1500, 3000), (700, 3016), (383, 6096), (700, 5000), (900, 7000), (807, 4500)):
@@ -59,7 +61,7 @@ if hopper:
         gn_mm.mm(a, w.t(), config=SWAP_CONFIGS[-1])  # swapped: transposed TMA stores, rows and columns ragged
 # The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
 # registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.
-for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)):
+for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)) if not w4a16_only else ():
     a = torch.randn(300, 256, device=dev).clamp(-3, 3).to(dtype)
     w = torch.randn(520, 256, device=dev).clamp(-3, 3).to(dtype)
     sa, sb, bias = torch.rand(300, device=dev), torch.rand(520, device=dev), torch.randn(520, device=dev)

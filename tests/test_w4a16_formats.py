@@ -168,6 +168,17 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 1, 28672, 128, 132) == (132, True)
     # With 128-value stages (64 of them) the same 112 tiles run whole: the fix-ups cost more than the idle SMs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 6, 2), 1, 28672, 64, 132) == (112, False)
+    # 8- and 16-row 128-column tiles on the H100 (w4a16_small_m_whole_vs_stream_probe_h100.json): stream-K over the
+    # SMs at 72 tiles (N = 9216), and at 80-96 with long K; whole tiles from 108 (~110 such CTAs take the DRAM:
+    # `dram_floor`) and at K = 4096. An H200's DRAM (4.8 TB/s) takes more of them: stream-K at 108 with long K.
+    d8, d16 = C(8, 2, 1, 8, 2, 3), C(16, 2, 1, 8, 2, 3)
+    for cfg, m, n, k, want in [
+            (d8, 1, 9216, 4096, (132, True)), (d8, 1, 11008, 4096, (86, False)), (d16, 16, 10240, 4096, (80, False)),
+            (d8, 1, 11008, 8192, (132, True)), (d8, 8, 12288, 8192, (96, False)), (d16, 16, 13824, 8192, (108, False)),
+            (d16, 16, 12288, 14336, (132, True)), (d8, 1, 13824, 14336, (108, False)),
+            (d16, 16, 14336, 14336, (112, False))]:
+        assert sm90_w4a16.schedule(cfg, m, n, k // 128, 132) == want, (cfg.name, m, n, k)
+    assert sm90_w4a16.schedule(d8, 1, 13824, 14336 // 128, 132, dram_tbs=4.8) == (132, True)
     # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
     assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
     # Larger two-consumer tiles straddle where whole ones leave SMs idle: 72 tiles of 128 x 128 (55%), 148 (a thin second

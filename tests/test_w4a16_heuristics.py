@@ -1,6 +1,7 @@
 """CPU tier: the W4A16 decode kernel's config and split choice (w4a16_decode.choose), checked against the
 choices the H100 measurements made (benchmarks/results/w4a16_decode_configs_h100.json,
-w4a16_decode_wide_n_h100.json, w4a16_decode_vs_wgmma_h100.json; NOTES W4A16 24-25, 31)."""
+w4a16_decode_wide_n_h100.json, w4a16_decode_vs_wgmma_h100.json, w4a16_m1_wide_probe_h100.json,
+w4a16_dram_floor_ab_h100.json; NOTES W4A16 24-25, 31, 60)."""
 
 import pytest
 
@@ -29,7 +30,10 @@ def pick(m, k, n, gpu=H100, group=128, zeros=False):
     (1, 4096, 2048, (8, 8)),    # both split: the CTAs with fewer activation bytes (H200 4.50 against 4.95)
     (1, 8192, 2048, (8, 8)),    # (5.82 against 6.33)
     (1, 8192, 8192, (8, 2)),    # 2-strip CTAs take two rounds: 15.3 against 17.4
-    (1, 4096, 14336, (7, 1)),   # past MAX_N, one round: 13.3-13.8 against the wgmma kernel's 14.4
+    (1, 28672, 13312, (7, 1)),  # past MAX_N, one round, 104 wgmma tiles (too few to take the DRAM): 71.3 us
+                                # against 76.8
+    (1, 4096, 14336, None),     # 112 whole wgmma tiles take the DRAM: 12.8 against 13.1-13.5
+    (1, 14336, 14336, None),    # (37.9 against 39.5)
     (1, 8192, 28672, None),     # no decode grid in one round: the wgmma kernel
     (1, 4096, 12288, None),
     (4, 4096, 14336, None),     # more than one row past MAX_N: the wgmma kernel (14.5 against 15.8)
