@@ -35,6 +35,7 @@
 #define GN_WGMMA_TOUCH(d)
 constexpr int GROUP_SIZE = 128;  // 0: one group spans K (per-channel scales)
 constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB = 1, CHUNK_ROWS = 8;
+constexpr int GPS = 1;  // scale groups per stage (Sm90W4A16Config.groups_per_stage)
 constexpr bool FOLD = true;  // per-stage fp32 scaling (Sm90W4A16Config.fold)
 constexpr int CLUSTER_K = 1;  // > 1: a cluster of CLUSTER_K CTAs splits each tile's K (Sm90W4A16Config.cluster_k)
 #define GN_CLUSTER            // __cluster_dims__(CLUSTER_K, 1, 1) when CLUSTER_K > 1
@@ -50,7 +51,6 @@ namespace w4a16_sm90 {
 constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer warpgroup
 constexpr int BLOCK_N = CONSUMERS * CONSUMER_N;
 constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
-constexpr int GPS = GROUP_SIZE == 0 || GROUP_SIZE >= 64 * K_SUB ? 1 : 64 * K_SUB / GROUP_SIZE;  // groups per stage
 // A stage holds K_SUB 64-value slices of K (one swizzle row of activations each). Each slice is dequantised
 // into its own register set (wgmma reads them asynchronously); the barrier round trip and the scale loads are paid
 // once per stage, the fold once per two slices, so two or four slices per stage cut that cost per weight (a wait on a

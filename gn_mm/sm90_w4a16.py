@@ -97,7 +97,7 @@ class Sm90W4A16Config:
         return None
 
     def groups_per_stage(self, group_size: int) -> int:
-        """Scale groups a stage spans (group_size 0: per-channel, one)."""
+        """Scale groups a stage spans (group_size 0: per-channel, one): the kernel's GPS, rendered into its header."""
         return max(1, 64 * self.k_sub // group_size) if group_size else 1
 
     def tiles(self, m: int, n: int) -> int:
