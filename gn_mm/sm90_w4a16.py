@@ -312,8 +312,9 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
     that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
     clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
-    its stage time (`plan_cost` on a GPU of `dram_tbs` TB/s peak DRAM); in the MID_M ranges, unless the pick has one consumer, the two-consumer candidate whose best plan
-    `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX rows)."""
+    its stage time (`plan_cost`, on a GPU of `dram_tbs` TB/s peak DRAM); in the MID_M ranges, unless the pick has
+    one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to
+    MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
@@ -452,8 +453,8 @@ def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
 def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
              splits: int | None = None, dram_tbs: float = 3.35) -> tuple[int, bool]:
     """(grid, stream). Enough tiles for the SMs: data-parallel persistent CTAs over whole tiles. Fewer: of the
-    stream-K grids, the one with the least CTA cost (`cta_cost`, with `dram_floor` for a GPU of `dram_tbs` TB/s
-    peak), if it beats whole tiles: tiles x s CTAs with
+    stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles (for the decode-sized
+    tiles both counted at least `dram_floor` on a GPU of `dram_tbs` TB/s peak): tiles x s CTAs with
     s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
     tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). For M = 65..256 on
     two-consumer tiles, also equal shares over all SMs where whole tiles leave many idle or make a thin second round

@@ -153,7 +153,8 @@ def choose(m: int, n: int, k_stages: int, sm_count: int, group_size: int, has_ze
     copy fewer activation bytes, then the earlier."""
     configs, wide = ([config], True) if config else next(((cs, w) for limit, cs, w in CONFIGS if m <= limit),
                                                          ((), False))
-    wide = wide and -(-n // 128) < DRAM_CTAS_PER_TBS * dram_tbs
+    if not config:
+        wide = wide and -(-n // 128) < DRAM_CTAS_PER_TBS * dram_tbs
     if wgmma and ((n > MAX_N and not wide) or
                   (not config and m > wgmma_max_m(n * k_stages * 64, dram_tbs))):
         return None

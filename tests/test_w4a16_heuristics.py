@@ -43,6 +43,13 @@ def test_decode_choice_matches_the_h100_measurements(m, k, n, want):
     assert pick(m, k, n) == want
 
 
+def test_a_pinned_decode_config_runs_past_max_n():
+    """Where the heuristic hands M = 1 to the wgmma kernel (N = 14336), a pinned decode config still runs."""
+    cfg = wd.DecodeConfig.parse("w4a16dec_m8_s7x2_d4_a2")
+    got = wd.choose(1, 14336, 4096 // 64, H100["sm_count"], 128, False, H100["smem_limit"], config=cfg)
+    assert got is not None and got[0] == cfg
+
+
 def test_every_choice_fits_and_fills():
     """Whatever it picks: the activations fit the GPU's shared memory, every split is non-empty, and the grid
     gives MIN_FILL of the SMs a CTA unless K runs out of whole groups first."""
