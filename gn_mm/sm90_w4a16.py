@@ -335,7 +335,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
     if clusters and best.block_m >= 128 and not mid_m(m):  # M = 65..128 (MID_CLUSTER_PART)
         k_stages = k64 // best.k_sub
-        grid, stream = schedule(best, m, n, k_stages, sm_count)
+        grid, stream = schedule(best, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
         tiles = best.tiles(m, n)
         parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
         cost = {best: max(cta_cost(b, grid, tiles, k_stages, stream, MID_CLUSTER_PART * parts) for b in range(grid))}
@@ -398,7 +398,7 @@ STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 # The DRAM's share (H100; 42 rows of M = 1 / 8 / 16 x K = 4096-14336 x N = 9216-14336, benchmarks/results/
 # w4a16_small_m_whole_vs_stream_probe_h100.json, whole tiles against stream-K over the SMs): a CTA of the 8- and
 # 16-row two-consumer tiles streams ~26 GB/s of weight (0.31 us per 8 KB stage at any tile count up to 112: whole
-# tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles), so ~110 of them take what
+# tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles), so ~107 of them take what
 # the H100's DRAM gives (3.35 TB/s peak) and more CTAs do not stream faster: stream-K's equal shares over 132 SMs
 # then only add their fix-ups (1 x 14336 x 14336: 112 whole tiles 37.9 us, stream-K 43.1; 1 x 8192 x 13824: 108
 # tiles 22.7 / 25.7; 1 x 4096 x 11008: 86 tiles 12.6 / 13.9), while at 72 tiles or long K with 80-96 the shares
@@ -408,15 +408,16 @@ STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 # plain plans against cluster-K variants in `choose`, it picked slower plans (fewer CTAs or clusters: up to 5% at
 # 4-16 x 28672 x 2048, 16 x 18944 x 2048; w4a16_dram_floor_grid_ab_h100.json, an earlier build). Not for the
 # 256-column tiles: 74 of 16 x 256 (16 x 18944 x 3584) ran 3.7% slower whole than in stream-K shares
-# (w4a16_dram_floor_ab_h100.json; 8 x 256 tied). Not measured for taller or one-consumer tiles, nor on an H200 (the
-# CTA count scaled by its peak bandwidth).
+# (w4a16_dram_floor_ab_h100.json; 8 x 256 tied). Not measured for taller or one-consumer tiles, 64-value stages, nor
+# on an H200 (the CTA count scaled by its peak bandwidth). `plan_cost` stays without the floor (a whole-tile plan
+# picked by it costs its K stages there): with it, `choose`'s plain-against-cluster comparisons moved to slower picks.
 DRAM_CTAS_PER_TBS = 32
 
 
 def dram_floor(config: Sm90W4A16Config, tiles: int, k_stages: int, dram_tbs: float) -> float:
     """Stage-times the tiles' whole weight stream takes at the DRAM's rate (DRAM_CTAS_PER_TBS; the 8- and 16-row
-    128-column two-consumer tiles only, else 0)."""
-    if config.block_m > 16 or config.consumers < 2 or config.block_n != 128:
+    128-column two-consumer tiles of 128-value stages only, else 0; 0 where the driver gave no bandwidth)."""
+    if config.block_m > 16 or config.consumers < 2 or config.block_n != 128 or config.k_sub != 2 or dram_tbs <= 0:
         return 0.0
     return tiles * k_stages / (DRAM_CTAS_PER_TBS * dram_tbs)
 

@@ -15,7 +15,7 @@ import torch
 
 from gn_mm import W4A16Config
 from gn_mm.arch import Arch
-from gn_mm import sm90_w4a16, w4a16_decode
+from gn_mm import runtime, sm90_w4a16, w4a16_decode
 from gn_mm.w4a16_decode import DecodeConfig as D
 from gn_mm.sm90_w4a16 import Sm90W4A16Config as G
 from gn_mm.bench_w4a16 import SHAPES, _weights
@@ -62,6 +62,7 @@ if __name__ == "__main__":
     p.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     args = p.parse_args()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dram_tbs = runtime.dram_bandwidth(0) / 1e12
     arch = Arch.of_device()
     splits = [None if s == "h" else int(s) for s in args.splits.split(",")]
     rows = []
@@ -73,7 +74,8 @@ if __name__ == "__main__":
         for m in map(int, args.ms.split(",")):
             acts = [torch.randn(m, k, device="cuda").to(dtype) for _ in weights]
             line = []
-            configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64)] if args.heuristic_config else \
+            configs = [sm90_w4a16.choose(m, n, sms, 128, k // 64, sm90_w4a16.cluster_capacity(0), dram_tbs)] \
+                if args.heuristic_config else \
                 [None] + DECODE[m] if args.decode else CANDIDATES[m]  # None: what w4a16_mm picks
             for cfg in configs:
                 name = cfg.name if cfg is not None else "heuristic"
@@ -89,7 +91,7 @@ if __name__ == "__main__":
                     us = t["median_ms"] * 1e3
                     grid = stream = None
                     if isinstance(cfg, G):
-                        grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms, sp)
+                        grid, stream = sm90_w4a16.schedule(cfg, m, n, k // 64 // cfg.k_sub, sms, sp, dram_tbs)
                     if isinstance(cfg, D):
                         pick = w4a16_decode.choose(m, n, k // 64, sms, 128, False, w4a16_decode.smem_limit(arch), sp, cfg)
                         grid = pick and -(-n // 16 // cfg.strips) * pick[1]

@@ -29,13 +29,14 @@ def main() -> None:
     p.add_argument("--out", required=True)
     args = p.parse_args()
     import gn_mm
-    from gn_mm import sm90_w4a16
+    from gn_mm import runtime, sm90_w4a16
     from gn_mm.timing import graph_time, rotation_sets
     base = None
     if args.base:
         sys.path.insert(0, args.base)
         import gn_mm_base as base
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    dram_tbs = runtime.dram_bandwidth(0) / 1e12
     forced = [(c.split("/")[0], None if c.split("/")[1] == "h" else int(c.split("/")[1]))
               for c in args.configs.split(",") if c]
     shapes = {}
@@ -61,9 +62,10 @@ def main() -> None:
             for r in range(3):
                 for w in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
                     t[w].append(graph_time(fns[w], len(ws), 20, 10)["median_ms"] * 1e3)
-            pick = sm90_w4a16.choose(m, n, sms, 128, k // 64, sm90_w4a16.cluster_capacity(0)) if m > 8 else None
+            pick = sm90_w4a16.choose(m, n, sms, 128, k // 64, sm90_w4a16.cluster_capacity(0), dram_tbs) \
+                if m > 8 else None
             row = {"k": k, "n": n, "m": m, "new_pick": pick and pick.name,
-                   "new_plan": pick and sm90_w4a16.schedule(pick, m, n, k // 64 // pick.k_sub, sms),
+                   "new_plan": pick and sm90_w4a16.schedule(pick, m, n, k // 64 // pick.k_sub, sms, dram_tbs=dram_tbs),
                    **{f"{w}_us": round(statistics.median(v), 2) for w, v in t.items()}, "rel_diff": rel}
             if base:
                 old = base.sm90_w4a16.choose(m, n, sms, 128, k // 64) if m > 8 else None

@@ -170,7 +170,8 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(8, 2, 2, 6, 2), 1, 28672, 64, 132) == (112, False)
     # 8- and 16-row 128-column tiles on the H100 (w4a16_small_m_whole_vs_stream_probe_h100.json): stream-K over the
     # SMs at 72 tiles (N = 9216), and at 80-96 with long K; whole tiles from 108 (~110 such CTAs take the DRAM:
-    # `dram_floor`) and at K = 4096. An H200's DRAM (4.8 TB/s) takes more of them: stream-K at 108 with long K.
+    # `dram_floor`) and at K = 4096. Scaled to an H200's peak (4.8 TB/s; not measured there) the model keeps
+    # stream-K at 108 with long K.
     d8, d16 = C(8, 2, 1, 8, 2, 3), C(16, 2, 1, 8, 2, 3)
     for cfg, m, n, k, want in [
             (d8, 1, 9216, 4096, (132, True)), (d8, 1, 11008, 4096, (86, False)), (d16, 16, 10240, 4096, (80, False)),
