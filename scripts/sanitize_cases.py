@@ -132,10 +132,11 @@ w = gn_mm.prepare_w4a16(fmt.pack_nibbles(torch.randint(0, 16, (k, n), device=dev
 a8 = torch.randn(40, 640, device=dev).to(torch.float8_e4m3fn)
 s8 = torch.ones(40, device=dev), torch.ones(1000, device=dev)
 a16, b16 = torch.randn(40, 640, device=dev).bfloat16(), torch.randn(1000, 640, device=dev).bfloat16()
-calls = [lambda: gn_mm.mm(a16, b16.t()), lambda: gn_mm.mm(a16, b16.t(), splits=3),
-         lambda: gn_mm.mm(a16, b16.t(), config="mma.sync", splits=2),
-         lambda: gn_mm.mm(a8, a8.t(), scale_a=s8[0], scale_b=s8[0][:40], out_dtype=torch.float32)][4 * w4a16_only:] + \
-        [lambda: gn_mm.w4a16_mm(a16[:1], w), lambda: gn_mm.w4a16_mm(a16[:16], w), lambda: gn_mm.w4a16_mm(a16, w)]
+calls = [lambda: gn_mm.w4a16_mm(a16[:1], w), lambda: gn_mm.w4a16_mm(a16[:16], w), lambda: gn_mm.w4a16_mm(a16, w)]
+if not w4a16_only:
+    calls += [lambda: gn_mm.mm(a16, b16.t()), lambda: gn_mm.mm(a16, b16.t(), splits=3),
+              lambda: gn_mm.mm(a16, b16.t(), config="mma.sync", splits=2),
+              lambda: gn_mm.mm(a8, a8.t(), scale_a=s8[0], scale_b=s8[0][:40], out_dtype=torch.float32)]
 for call in calls:
     first = call()
     for _ in range(3):
