@@ -9,6 +9,7 @@ import torch
 from . import runtime
 
 _tickets: dict = {}  # (device, stream) -> int32 counters, zero between launches (the kernels re-arm them)
+_retired: list = []  # outgrown counter sets, kept alive: a captured CUDA graph may still point at one
 _lock = threading.Lock()
 
 
@@ -20,5 +21,7 @@ def tickets(device: torch.device, count: int) -> torch.Tensor:
     t = _tickets.get(key)
     if t is None or t.numel() < count:
         with _lock:
+            if t is not None:
+                _retired.append(t)
             t = _tickets[key] = torch.zeros(max(count, 1024), dtype=torch.int32, device=device)
     return t

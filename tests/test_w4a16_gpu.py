@@ -93,6 +93,19 @@ def test_decode_configs(config, splits, g):
                 assert torch.equal(gn_mm.w4a16_mm(a, w, config=config, splits=splits), out)
 
 
+def test_outgrown_tickets_stay_allocated():
+    """A stream's ticket counters grow by replacement; a CUDA graph captured before still points at the old set, so it
+    must never return to the allocator (a replay would count in someone else's memory)."""
+    from gn_mm import split_k
+
+    dev = torch.device("cuda")
+    old = split_k.tickets(dev, 16)
+    new = split_k.tickets(dev, old.numel() + 1)
+    assert new.data_ptr() != old.data_ptr() and not new.any()
+    assert any(t.data_ptr() == old.data_ptr() for t in split_k._retired)
+    assert split_k.tickets(dev, 16) is new
+
+
 @pytest.mark.parametrize("m", [1, 16, 70])
 def test_k_tail_past_the_row_is_never_read(m):
     """Rows 16-byte aligned but K not a multiple of 8: the 16-byte chunk holding the last values also covers
