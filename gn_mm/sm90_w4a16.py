@@ -201,18 +201,34 @@ def mid_m(m: int) -> bool:
 # only (SMALL_M_MAX_N, which gives up 1024 x 4096: 4.4 against 4.3 us): the validation A/B
 # (w4a16_m64_32row_val_ab_h100.json, 60 changed picks of an unlimited rule, 0.90x) had every pick at N <= 1024 faster
 # (0.72-0.90x) but some at N = 1536-4096 up to 1.14x slower (3072 x 3072), where the estimate cannot tell them apart.
+# At M = 9..16 the 16 x 64 one-consumer tile with 256-value stages in pairs (128 CTAs at N = 4096) beats the 128-column
+# tiles where N = 4096 and K = 3072..8192 (H100, CUDA-graph replay, us, heuristic before -> it: 16 x 4096 x 4096 6.27 ->
+# 5.88, 3072 x 4096 5.27 -> 5.07, 6144 x 4096 8.44 -> 7.59, 8192 x 4096 9.79 -> 9.40; 2048 x 4096 4.42 -> 4.24 and 1024 x
+# 4096 3.12 -> 3.04 too, but a stage time low enough to take those also takes its unmeasured clusters of 6 and 8 at N
+# <= 1024), and loses where its pairs leave SMs idle (4096 x 2048 4.89 against 5.64, 4096 x 3072 5.59 / 5.81;
+# benchmarks/results/w4a16_n64_k256_probe_h100.json). 0.53-0.56 picks exactly the measured wins.
+# M <= 8 (where the decode kernel does not take them) is costed the same way since then: the 8 x 128 tile whole or in
+# stream-K, its cluster variants, and the 8 x 64 one-consumer tile with 256-value stages in clusters. Clusters win
+# almost everywhere there (H100, us, the 8 x 128 tile's plan -> the pick: 8 x 4096 x 4096 6.92 -> 5.81 (8 x 64 in pairs),
+# 8 x 8192 x 8192 15.4 -> 13.4 (8 x 128 in pairs), 8 x 2048 x 3072 5.18 -> 3.65 (in fours), 8 x 4096 x 2048 5.68 -> 4.49
+# (in sixes), 8 x 8192 x 1024 5.92 -> 4.93 (8 x 64 in sixes); benchmarks/results/w4a16_m8_cluster_probe_h100.json, 26
+# rows at M = 4 / 8: the pick within 3% of the fastest forced plan on all but 8192 x 6144, where the 8 x 128 plan stays
+# (14.9 against 13.0 in pairs); 0.83x the time of the plans before over the 26). Any stage times in 0.35-0.5 with the
+# 8 x 64 one 0-0.05 above the 8 x 128 one's pick the same.
 # Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46},
+    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, C(8, 1, 1, 4, 4, prefetch=1): 0.45},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, C(16, 1, 1, 4, 4, prefetch=1): 0.55},
     32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.52},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
          C(64, 1, 1, 4, 4, prefetch=1): 0.47}}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
-    (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8))),
+    (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8), C(8, 1, 1, 4, 4, prefetch=1))),
     # M = 9..64: the narrow one-consumer tiles only where SMALL_M_STAGE_US prefers them to the first
-    (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3))),
+    (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3),
+          C(16, 1, 1, 4, 4, prefetch=1))),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2),
           C(32, 1, 1, 4, 4, prefetch=1))),
     (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2), C(32, 1, 1, 8, 2, prefetch=2),
@@ -320,7 +336,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
     stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
-    if best in stage_us:
+    if best in stage_us and n > 0:  # (n = 0: N unknown, the rounds rule's pick)
         pool = [c for c in candidates if c in stage_us and n <= max_n.get(c, n)]
         # (256-value stages were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.)
         cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in pool if c.k_sub < 4}

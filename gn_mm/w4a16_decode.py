@@ -111,6 +111,22 @@ MAX_N = 8192
 # benchmarks/results/w4a16_decode_vs_wgmma_h100.json (and its h200 entries).
 WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 62, 3))),
                (0.0, ((1 << 22, 8), (1 << 23, 4), (1 << 24, 3), (1 << 62, 1))))
+# Where the wgmma kernel's pick splits K inside clusters (sm90_w4a16.cluster_variants: the sums added on chip), it beats
+# this kernel from one row on weights of CLUSTER_MIN_VALUES K x N values or more, on GPUs under FAST_DRAM_TBS (the H100;
+# not measured on an H200, whose DRAM favours this kernel: WGMMA_MAX_M): H100, us, this kernel -> the cluster plan, 1 x
+# 4096 x 4096 5.99 -> 5.78, 1 x 8192 x 8192 15.3 -> 13.4, 1 x 2048 x 8192 6.39 -> 5.16, 1 x 4096 x 1024 3.77 -> 3.39, 4 x
+# 2048 x 4096 5.11 -> 4.13, 3 x 2048 x 2048 3.84 -> 3.35; ties at 1 x 8192 x 4096 (9.18 / 9.24) and 8192 x 2048 (M = 1
+# 6.08 / 6.20, M = 2 6.57 / 6.20); where the pick is no cluster plan this kernel stays (1 x 14336 x 4096 13.39 against
+# 13.83). benchmarks/results/w4a16_decode_vs_clusters_h100.json (38 rows of M = 1..8).
+CLUSTER_MIN_VALUES = 1 << 22
+
+
+def cedes_to_clusters(values: int, dram_tbs: float) -> bool:
+    """Whether, unpinned on sm_90, a wgmma pick that splits K in clusters takes a weight of `values` K x N values
+    from this kernel on a GPU of `dram_tbs` TB/s peak DRAM bandwidth (CLUSTER_MIN_VALUES)."""
+    return values >= CLUSTER_MIN_VALUES and 0 < dram_tbs < FAST_DRAM_TBS
+
+
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables
 MIN_FILL = 0.9  # the fewest K splits whose CTAs cover this share of the SMs
 

@@ -93,6 +93,28 @@ def test_decode_configs(config, splits, g):
                 assert torch.equal(gn_mm.w4a16_mm(a, w, config=config, splits=splits), out)
 
 
+def test_decode_sized_m_takes_cluster_plans_where_they_win():
+    """On an H100-class GPU (w4a16_decode.cedes_to_clusters) a decode-sized call on a 4M+ value weight runs the wgmma
+    kernel's cluster plan where its pick is one (1 x 4096 x 4096), the decode kernel where not (1 x 14336 x 4096) or
+    on a small weight (1 x 1024 x 1024); elsewhere the decode kernel serves M = 1 as before. Results stay exact."""
+    from gn_mm import runtime, w4a16, w4a16_decode
+    from gn_mm.arch import Arch
+
+    if Arch.of_device(torch.device("cuda")).cc != 90:
+        pytest.skip("sm_90 only: the cluster plans are the wgmma kernel's")
+    tbs = runtime.dram_bandwidth(torch.cuda.current_device()) / 1e12
+    for k, n, clustered in ((4096, 4096, True), (14336, 4096, False), (1024, 1024, False)):
+        plan = w4a16._plan(torch.bfloat16, 128, False, 1, n, k // 64, torch.cuda.current_device(), None, None)
+        cedes = clustered and w4a16_decode.cedes_to_clusters(k * n, tbs)
+        assert isinstance(plan, w4a16_decode.Plan) != cedes, (k, n, type(plan))
+        if cedes:
+            assert plan.config.cluster_k > 1
+        qweight, scales, qzeros = make_weight(k, n, 128, False, torch.bfloat16)
+        a = torch.randn(1, k, device="cuda").bfloat16()
+        check(gn_mm.w4a16_mm(a, qweight, scales, group_size=128, out=poisoned(1, n, torch.bfloat16)), a, qweight,
+              scales, None, 128)
+
+
 def test_outgrown_tickets_stay_allocated():
     """A stream's ticket counters grow by replacement; a CUDA graph captured before still points at the old set, so it
     must never return to the allocator (a replay would count in someone else's memory)."""

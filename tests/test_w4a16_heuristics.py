@@ -148,7 +148,11 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 
 @pytest.mark.parametrize("m, k, n, want", [
-    (16, 4096, 4096, "w4a16wg_16x128_c2_s8_k128_x3_p3"),  # 6.6 us against 7.4 (4 stream-K parts; fours fit only 30)
+    (16, 4096, 4096, "w4a16wg_16x64_c1_s4_k256_x2_p1"),   # 5.9 us against 6.3 (16 x 128 in threes; fours fit only 30)
+    (16, 4096, 2048, "w4a16wg_16x128_c2_s8_k128_x6_p3"),  # 64-column pairs would leave SMs idle: 4.9 against 5.6
+    (8, 4096, 4096, "w4a16wg_8x64_c1_s4_k256_x2_p1"),     # 5.8 against 6.9 (the 8 x 128 plan before clusters at M <= 8)
+    (8, 8192, 8192, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # 13.4 against 15.4
+    (8, 2048, 3072, "w4a16wg_8x128_c2_s8_k128_x4_p3"),    # 3.65 against 5.2
     (64, 4096, 4096, "w4a16wg_64x64_c1_s4_k256_x2_p1"),   # 256-value stages: 7.4 against 8.1 (128: NOTES W4A16 59)
     (32, 4096, 4096, "w4a16wg_32x64_c1_s4_k256_x2_p1"),   # 6.5 against 7.3 (128-value stages)
     (16, 2048, 2048, "w4a16wg_16x128_c2_s8_k128_x6_p3"),  # 3.9 against 4.8
@@ -186,3 +190,14 @@ def test_cluster_config_names_and_problems():
     assert "at least 512" in sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x128_c2_s8_k128_x4").problem(128, 6)
     assert all(v.cluster_k > 1 and v.problem(128, 64 * v.k_sub * v.cluster_k) is None
                for v in sm90_w4a16.CLUSTER_CONFIGS)
+
+
+def test_decode_kernel_cedes_to_cluster_plans_on_h100_class_gpus():
+    """w4a16_decode.cedes_to_clusters: from 4M weight values on a GPU under FAST_DRAM_TBS (H100: 3.35 TB/s), a wgmma
+    pick that splits K in clusters takes decode-sized M from the decode kernel; not on smaller weights, nor on an H200
+    (4.8 TB/s, not measured), nor where the bandwidth is unknown (0)."""
+    from gn_mm import w4a16_decode as D
+
+    assert D.cedes_to_clusters(4096 * 4096, 3.35) and D.cedes_to_clusters(2048 * 2048, 3.35)
+    assert not D.cedes_to_clusters(2048 * 1024, 3.35)
+    assert not D.cedes_to_clusters(4096 * 4096, 4.8) and not D.cedes_to_clusters(4096 * 4096, 0.0)
