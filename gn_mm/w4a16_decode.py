@@ -117,7 +117,7 @@ WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 
 # 4096 x 4096 5.99 -> 5.78, 1 x 8192 x 8192 15.3 -> 13.4, 1 x 2048 x 8192 6.39 -> 5.16, 1 x 4096 x 1024 3.77 -> 3.39, 4 x
 # 2048 x 4096 5.11 -> 4.13, 3 x 2048 x 2048 3.84 -> 3.35; ties at 1 x 8192 x 4096 (9.18 / 9.24) and 8192 x 2048 (M = 1
 # 6.08 / 6.20, M = 2 6.57 / 6.20); where the pick is no cluster plan this kernel stays (1 x 14336 x 4096 13.39 against
-# 13.83). benchmarks/results/w4a16_decode_vs_clusters_h100.json (38 rows of M = 1..8).
+# 13.83). benchmarks/results/w4a16_decode_vs_clusters_h100.json (48 rows of M = 1..8).
 CLUSTER_MIN_VALUES = 1 << 22
 
 
