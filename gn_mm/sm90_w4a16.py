@@ -201,12 +201,14 @@ def mid_m(m: int) -> bool:
 # only (SMALL_M_MAX_N, which gives up 1024 x 4096: 4.4 against 4.3 us): the validation A/B
 # (w4a16_m64_32row_val_ab_h100.json, 60 changed picks of an unlimited rule, 0.90x) had every pick at N <= 1024 faster
 # (0.72-0.90x) but some at N = 1536-4096 up to 1.14x slower (3072 x 3072), where the estimate cannot tell them apart.
-# At M = 9..16 the 16 x 64 one-consumer tile with 256-value stages in pairs (128 CTAs at N = 4096) beats the 128-column
-# tiles where N = 4096 and K = 3072..8192 (H100, CUDA-graph replay, us, heuristic before -> it: 16 x 4096 x 4096 6.27 ->
-# 5.88, 3072 x 4096 5.27 -> 5.07, 6144 x 4096 8.44 -> 7.59, 8192 x 4096 9.79 -> 9.40; 2048 x 4096 4.42 -> 4.24 and 1024 x
-# 4096 3.12 -> 3.04 too, but a stage time low enough to take those also takes its unmeasured clusters of 6 and 8 at N
-# <= 1024), and loses where its pairs leave SMs idle (4096 x 2048 4.89 against 5.64, 4096 x 3072 5.59 / 5.81;
-# benchmarks/results/w4a16_n64_k256_probe_h100.json). 0.53-0.56 picks exactly the measured wins.
+# At M = 9..16 the 16 x 64 one-consumer tile with 256-value stages in clusters beats the other candidates where its
+# clusters fill the SMs: in pairs at N = 4096, K = 2048..8192 (H100, CUDA-graph replay, us, heuristic before -> it: 16 x
+# 4096 x 4096 6.27 -> 5.88, 3072 x 4096 5.27 -> 5.07, 6144 x 4096 8.44 -> 7.59, 8192 x 4096 9.79 -> 9.40, 2048 x 4096
+# 4.49 -> 4.28), in sixes and eights at N <= 1024 (16 x 8192 x 512 5.60 -> 4.18, 11008 x 1024 7.31 -> 5.89, 6144 x 256
+# 5.69 -> 3.70); its pairs lose where they leave SMs idle (4096 x 2048 4.89 against 5.64, 4096 x 3072 5.59 / 5.81).
+# benchmarks/results/w4a16_n64_k256_probe_h100.json, w4a16_m16_k256_small_n_probe_h100.json; A/Bs of the changed picks
+# w4a16_m16_k256_ab_h100.json (15 rows, 0.925x), w4a16_m16_k256_small_n_ab_h100.json (14 rows, 0.877x, 0.65-0.99).
+# 0.50 takes all of those (0.55 took the N = 4096 ones only); it misses 1024 x 4096 by 2% (3.18 against 3.11).
 # M <= 8 (where the decode kernel does not take them) is costed the same way since then: the 8 x 128 tile whole or in
 # stream-K, its cluster variants, and the 8 x 64 one-consumer tile with 256-value stages in clusters. Clusters win
 # almost everywhere there (H100, us, the 8 x 128 tile's plan -> the pick: 8 x 4096 x 4096 6.92 -> 5.81 (8 x 64 in pairs),
@@ -218,7 +220,7 @@ def mid_m(m: int) -> bool:
 # Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
     8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, C(8, 1, 1, 4, 4, prefetch=1): 0.45},
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, C(16, 1, 1, 4, 4, prefetch=1): 0.55},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, C(16, 1, 1, 4, 4, prefetch=1): 0.50},
     32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.52},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
          C(64, 1, 1, 4, 4, prefetch=1): 0.47}}

@@ -313,7 +313,8 @@ def test_fitted_tile_heights(cfg, splits):
     ("w4a16wg_16x128_c2_s8_k128_x4", 13, 4096, 1000, 128, False), ("w4a16wg_64x64_c1_s8_k128_x2", 64, 2048, 456, 128, True),
     ("w4a16wg_32x64_c1_s8_k128_x3", 27, 1408, 200, "K", True), ("w4a16wg_8x128_c2_s8_k128_x8", 5, 2048, 264, 128, False),
     ("w4a16wg_128x64_c1_s8_x2", 100, 1024, 328, 128, True), ("w4a16wg_16x128_c2_s8_x4", 16, 640, 136, 32, True),
-    ("w4a16wg_128x64_c1_s7_x3", 77, 1536, 200, 32, False), ("w4a16wg_128x128_c2_s6_x2", 128, 1024, 264, 64, True)])
+    ("w4a16wg_128x64_c1_s7_x3", 77, 1536, 200, 32, False), ("w4a16wg_128x128_c2_s6_x2", 128, 1024, 264, 64, True),
+    ("w4a16wg_16x64_c1_s4_k256_x8_p1", 13, 4096, 456, 128, True), ("w4a16wg_8x64_c1_s4_k256_x2_p1", 3, 2560, 200, 128, False)])
 def test_tiles_split_in_clusters(cfg, m, k, n, g, asym):
     """K split inside a cluster, the sums added on chip: ragged M and N, unequal shares (k_stages not a multiple of the
     cluster), every kind of stage (128-value FOLD, 64-value, G = 32's two groups per stage), bias; and bit for bit the
