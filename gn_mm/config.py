@@ -26,6 +26,7 @@ class Sm80Config:
 
     @property
     def name(self) -> str:
+        """The config's name, e.g. 128x256x64B_w2x4_s6_g8 (what `parse` reads back)."""
         return (f"{self.block_m}x{self.block_n}x{self.block_k_bytes}B_w{self.warp_m}x{self.warp_n}"
                 f"_s{self.stages}_g{self.group_m}")
 
@@ -40,6 +41,7 @@ class Sm80Config:
 
     @property
     def threads(self) -> int:
+        """Threads per CTA: 32 per warp of the NUM_WARP_M x NUM_WARP_N warp grid."""
         return self.warp_m * self.warp_n * 32
 
     @property

@@ -26,31 +26,39 @@ class Int4Tensor:
 
     @property
     def dtype(self) -> torch.dtype:
+        """torch.int4 (signed) or torch.uint4: the logical element type."""
         return torch.int4 if self.signed else torch.uint4
 
     @property
     def shape(self) -> torch.Size:
+        """The logical shape, K counted in values (twice the packed bytes), transposed if `t()` was taken."""
         rows, k = self.data.shape[0], 2 * self.data.shape[1]
         return torch.Size((k, rows) if self.transposed else (rows, k))
 
     @property
     def device(self) -> torch.device:
+        """The device of the packed bytes."""
         return self.data.device
 
     def dim(self) -> int:
+        """Always 2: an int4 matrix."""
         return 2
 
     def size(self, i: int | None = None):
+        """The logical shape, or its dimension `i`."""
         return self.shape if i is None else self.shape[i]
 
     def t(self) -> "Int4Tensor":
+        """The transposed view (same bytes): what `gn_mm.mm(a, b.t())` takes for a [N, K] weight."""
         return Int4Tensor(self.data, self.signed, not self.transposed)
 
     @property
     def T(self) -> "Int4Tensor":
+        """Same as `t()`."""
         return self.t()
 
     def to(self, device) -> "Int4Tensor":
+        """A copy of the packed bytes on `device`, same signedness and orientation."""
         return Int4Tensor(self.data.to(device), self.signed, self.transposed)
 
     def unpack(self) -> torch.Tensor:

@@ -34,11 +34,13 @@ class W4A16Config:
 
     @property
     def name(self) -> str:
+        """The config's name, e.g. w4a16_16x256_w1x8_s4 (what `parse` reads back; `config=` accepts it)."""
         occ = f"_o{self.min_blocks}" if self.min_blocks > 1 else ""
         return f"w4a16_{self.block_m}x{self.block_n}_w{self.warp_m}x{self.warp_n}_s{self.stages}{occ}"
 
     @classmethod
     def parse(cls, name: str) -> "W4A16Config":
+        """The config a name from `name` stands for; ValueError naming the expected form otherwise."""
         m = re.fullmatch(r"w4a16_(\d+)x(\d+)_w(\d+)x(\d+)_s(\d+)(?:_o(\d+))?", name.strip())
         if not m:
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16_16x256_w1x8_s4_o3")
@@ -46,6 +48,7 @@ class W4A16Config:
 
     @property
     def threads(self) -> int:
+        """Threads per CTA: 32 per warp of the warp grid."""
         return self.warp_m * self.warp_n * 32
 
     def problem(self, group_size: int, k64: int) -> str | None:

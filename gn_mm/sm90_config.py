@@ -34,6 +34,7 @@ class Sm90Config:
 
     @property
     def name(self) -> str:
+        """The config's name (what `parse` reads back; `config=` accepts it)."""
         cn = f"_n{self.cluster_n}" if self.cluster_n > 1 else ""
         k = f"_k{self.cluster_k}" if self.cluster_k > 1 else ""
         t = "_t" if self.swap else ""
@@ -41,6 +42,7 @@ class Sm90Config:
 
     @classmethod
     def parse(cls, name: str) -> "Sm90Config":
+        """The config a name from `name` stands for; ValueError naming the expected form otherwise."""
         m = re.fullmatch(r"sm90_(\d+)x(\d+)_s(\d+)(?:_g(\d+))?(?:_c(\d+))?(?:_n(\d+))?(?:_k(\d+))?(_t)?",
                          name.strip())
         if not m:
@@ -80,6 +82,8 @@ class Sm90Config:
                 + 16 * self.stages)
 
     def check(self, smem_limit: int = SMEM_LIMIT) -> None:
+        """Raise LayoutError naming the field when the config cannot be built (tile shape, stages, shared memory
+        over `smem_limit`)."""
         problems = []
         if self.block_m not in (64, 128, 192):
             problems.append("block_m must be 64, 128 or 192")

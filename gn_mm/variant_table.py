@@ -62,6 +62,7 @@ class Variant:
 
     @property
     def name(self) -> str:
+        """The variant's name in the table, e.g. bf16xbf16->f32 (inputs and accumulator)."""
         return f"{self.a}x{self.b}->{self.acc}"
 
     @property
@@ -92,6 +93,7 @@ class Variant:
 
     @property
     def k(self) -> int:
+        """The instruction's K: values per MMA along the reduction."""
         return int(self.shape.rsplit("k", 1)[1])
 
     @property
@@ -102,6 +104,7 @@ class Variant:
 
     @property
     def arch_name(self) -> str:
+        """The arch the variant needs, as sm_XY (sm_90a for the wgmma path)."""
         return "sm_90a" if self.path == "wgmma" else f"sm_{self.min_arch}"
 
     def arch_error(self, arch) -> str | None:
@@ -113,14 +116,17 @@ class Variant:
         return None
 
     def runs_on(self, cc: int) -> bool:
+        """Whether a GPU of compute capability `cc` (e.g. 90) has the instruction."""
         return cc >= self.min_arch and (self.only_arch is None or cc == self.only_arch)
 
     @property
     def acc_bits(self) -> int:
+        """Bits of an accumulator: 16 for f16 accumulation, else 32."""
         return 16 if self.acc == "f16" else 32
 
     @property
     def scalable(self) -> bool:
+        """Whether the inputs take scale_a / scale_b (SCALED_TYPES: the 8-bit types)."""
         return self.a in SCALED_TYPES
 
 

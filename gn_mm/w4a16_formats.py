@@ -163,14 +163,17 @@ class W4A16Weight:
 
     @property
     def dtype(self) -> torch.dtype:
+        """The activation / output dtype the weight was prepared for (its scales' dtype)."""
         return self.scales.dtype
 
     @property
     def device(self) -> torch.device:
+        """The device of the packed weight."""
         return self.packed.device
 
     @property
     def groups(self) -> int:
+        """Scale groups along K (1 for per-channel scales)."""
         return -(-self.k // self.group_size)
 
 
