@@ -199,13 +199,12 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     dram_tbs = runtime.dram_bandwidth(device.index) / 1e12 if arch.cc == 90 else 0.0
     if config is not None and (why := config.problem(group_size, k_stages)):
         raise LayoutError(f"config: {why}")
-    clustered = None  # the wgmma pick, where it splits K in clusters and the decode kernel cedes to it
-    if config is None and splits is None and arch.cc == 90 and \
-            w4a16_decode.cedes_to_clusters(64 * k_stages * n, dram_tbs):
-        pick = sm90_w4a16.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index),
-                                 dram_tbs)
-        clustered = pick if pick.cluster_k > 1 else None
-    if (config is None and clustered is None) or isinstance(config, w4a16_decode.DecodeConfig):  # the weight stream
+    # The wgmma kernel's own pick (sm_90, unpinned); where it splits K in clusters the decode kernel may cede to it.
+    wgmma = sm90_w4a16.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index),
+                              dram_tbs) if config is None and arch.cc == 90 else None
+    clustered = wgmma is not None and splits is None and wgmma.cluster_k > 1 and \
+        w4a16_decode.cedes_to_clusters(64 * k_stages * n, dram_tbs)
+    if (config is None and not clustered) or isinstance(config, w4a16_decode.DecodeConfig):  # the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
                                    w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
                                    dram_tbs=dram_tbs)
@@ -216,9 +215,7 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
                               f"split in shared memory; M = {m}, K = {64 * k_stages} does not fit")
     fam = family(arch, config)
     if config is None:
-        config = clustered or (fam.choose(m, n, sm_count, group_size, k_stages,
-                                          sm90_w4a16.cluster_capacity(device.index), dram_tbs)
-                               if fam is sm90_w4a16 else fam.choose(m))
+        config = wgmma if fam is sm90_w4a16 else fam.choose(m)
     smem = config.smem_bytes(group_size, has_zeros)
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "
