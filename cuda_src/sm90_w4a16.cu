@@ -15,13 +15,13 @@
 //
 // Warp specialisation in a persistent CTA: warpgroup 0 produces (one thread: TMA for activations, scales and
 // zero points, a bulk copy for the weight strips, into a NUM_STAGES ring guarded by full / empty mbarriers);
-// consumer warpgroups each own ROW_BLOCKS x 64 columns of the tile: per stage they dequantise their words
-// into one of two register sets and issue the stage's wgmmas, so the previous stage's wgmmas run while the
-// next is dequantised. Epilogue: stmatrix.trans turns the transposed accumulators into [M rows][64 columns]
-// 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M (too few tiles for the SMs) runs
-// stream-K: every CTA streams an equal share of all (tile, K stage) iterations; the parts of a tile that
-// several CTAs summed meet in a workspace, where the last to arrive (an atomic ticket) adds them in part order
-// (deterministic) and stores: one launch. Or (CLUSTER_K > 1) the CTAs of a cluster split one tile's K in equal
+// consumer warpgroups each own ROW_BLOCKS x 64 columns of the tile (KSPLIT: two share them and take alternate
+// stages): per stage they dequantise their words into one of two register sets and issue the stage's wgmmas, so the
+// previous stage's wgmmas run while the next is dequantised. Epilogue: stmatrix.trans turns the transposed
+// accumulators into [M rows][64 columns] 128-byte swizzled chunks, stored by TMA (clipped at M and N). Small M
+// (too few tiles for the SMs) runs stream-K: every CTA streams an equal share of all (tile, K stage) iterations;
+// the parts of a tile that several CTAs summed meet in a workspace, where the last to arrive (an atomic ticket)
+// adds them in part order (deterministic) and stores: one launch. Or (CLUSTER_K > 1) the CTAs of a cluster split one tile's K in equal
 // aligned shares and the others push their sums into the first's shared memory (st.async, counted on its barrier),
 // which adds them in rank order and stores: no workspace, no ticket, no L2 round trips (publish, ticket and read-back
 // through L2 took 1.5-2 us at M = 16-64).
@@ -38,6 +38,7 @@ constexpr int BLOCK_M = 8, CONSUMERS = 2, ROW_BLOCKS = 2, NUM_STAGES = 8, K_SUB 
 constexpr int GPS = 1;  // scale groups per stage (Sm90W4A16Config.groups_per_stage)
 constexpr bool FOLD = true;  // per-stage fp32 scaling (Sm90W4A16Config.fold)
 constexpr int CLUSTER_K = 1;  // > 1: a cluster of CLUSTER_K CTAs splits each tile's K (Sm90W4A16Config.cluster_k)
+constexpr bool KSPLIT = false;  // the consumers share the tile's columns and split its K (Sm90W4A16Config.ksplit)
 #define GN_CLUSTER            // __cluster_dims__(CLUSTER_K, 1, 1) when CLUSTER_K > 1
 // ---- kernel ----
 #include "int4_dequant.cuh"
@@ -49,7 +50,13 @@ constexpr int CLUSTER_K = 1;  // > 1: a cluster of CLUSTER_K CTAs splits each ti
 namespace w4a16_sm90 {
 
 constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer warpgroup
-constexpr int BLOCK_N = CONSUMERS * CONSUMER_N;
+// KSPLIT: the consumers share one CONSUMER_N-column tile and take alternate K stages of it (each holds two slots of
+// the ring, so it wants 8 stages): decode-sized 64-column tiles in clusters ran 2-4% faster so at N = 4096 and K up
+// to 6144 than with one consumer, where a second consumer on other columns would halve the tiles (NOTES W4A16 64).
+// Consumer 1 hands its sums to consumer 0 through shared memory; consumer 0 alone reduces and stores.
+constexpr int COL_GROUPS = KSPLIT ? 1 : CONSUMERS;  // consumers with columns of their own
+constexpr int BLOCK_N = COL_GROUPS * CONSUMER_N;
+constexpr int STRIDE = KSPLIT ? CONSUMERS : 1;    // a consumer's step between the stages it takes
 constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
 // A stage holds K_SUB 64-value slices of K (one swizzle row of activations each). Each slice is dequantised
 // into its own register set (wgmma reads them asynchronously); the barrier round trip and the scale loads are paid
@@ -77,7 +84,9 @@ constexpr int V = ROW_BLOCKS * GN_WGMMA_REGS / 4;  // float4s of accumulators pe
 constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 // CLUSTER_K: the first CTA's receive slots, one per other CTA of the cluster: [rank - 1][consumer][V][128 threads]
 // float4s, each consumer's counted on its own barrier.
-constexpr int RECV_BYTES = (CLUSTER_K - 1) * CONSUMERS * V * 128 * 16;
+constexpr int RECV_BYTES = (CLUSTER_K - 1) * COL_GROUPS * V * 128 * 16;
+// KSPLIT: consumer 1's sums cross in its output chunk buffers, which it never stores from.
+static_assert(!KSPLIT || (CONSUMERS == 2 && V * 128 * 16 <= 2 * CHUNK_SLOT), "KSPLIT: two consumers, sums fit");
 static_assert(CLUSTER_K >= 1 && CLUSTER_K <= 8, "clusters of 1 to 8 CTAs (the portable limit)");
 // reduce_parts: part 0 waits for the others rather than publish its sums where they are 32 KB or more per consumer
 // (what publishing them costs outweighs the wait; smaller tiles measured 0.5-2.5% slower with the waiting code, even
@@ -260,7 +269,7 @@ GN_DEVICE const float* sums4(const float (&d)[ROW_BLOCKS][GN_WGMMA_REGS], int v)
 // CLUSTER_K: byte offset, in the receive slots, of float4 0 of consumer c's thread t from the cluster's CTA `rank` > 0;
 // its float4 v lies v x RECV_V bytes on (the layout of RECV_BYTES).
 constexpr int RECV_V = 128 * 16;
-GN_DEVICE u32 recv_offset(int rank, int c, int t) { return (((rank - 1) * CONSUMERS + c) * V * 128 + t) * 16; }
+GN_DEVICE u32 recv_offset(int rank, int c, int t) { return (((rank - 1) * COL_GROUPS + c) * V * 128 + t) * 16; }
 
 // Stream-K fix-up: publish this consumer's sums of part `split`; the last of the tile's `parts` to arrive gets
 // every part added in part order (returns true and leaves them in d), the others return false. With WAIT, part 0
@@ -402,7 +411,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
   if (threadIdx.x == 0) {
     for (int s = 0; s < NUM_STAGES; ++s) {
       mbar_init(full0 + 8 * s, 1);                   // the producer's arrive + the copies' bytes
-      mbar_init(empty0 + 8 * s, CONSUMERS * 4);      // one arrival per consumer warp
+      mbar_init(empty0 + 8 * s, COL_GROUPS * 4);     // one arrival per warp of the consumers that read it
     }
     if constexpr (CLUSTER_K > 1)
       for (int c = 0; c < CONSUMERS; ++c) mbar_init(recv_bar0 + 8 * c, 1);  // the consumer's expect_tx + pushed bytes
@@ -468,17 +477,19 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
   } else {
     if constexpr (REBALANCE) setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1, warp = t / 32, lane = t % 32;
+    const int cc = KSPLIT ? 0 : c;  // whose columns
     const u32 cbuf = cbuf0 + c * 2 * CHUNK_SLOT;
     float d[ROW_BLOCKS][GN_WGMMA_REGS];  // the tile's sums
     float e0[ROW_BLOCKS][GN_WGMMA_REGS], e1[ROW_BLOCKS][GN_WGMMA_REGS], sc0[ROW_BLOCKS][SC], sc1[ROW_BLOCKS][SC];
     u32 a0[ROW_BLOCKS][4][4], a1[ROW_BLOCKS][4][4];  // two register sets: one is read by running wgmmas
-    u32 it = 0;  // stages consumed so far (as the producer counts them)
+    u32 it = 0;    // the producer's count of the stage this consumer takes next
+    u32 base = 0;  // the producer's count of stages before the current segment
     int chunk = 0;
     const u64 desc0 = wgmma_desc_k128(smem0);
     const u32 recv_bar = recv_bar0 + 8 * c;
     // What the other CTAs will push. Pushes may land before this (the transaction count goes negative); the phase
     // cannot complete before this arrival, the barrier's only one.
-    if (CLUSTER_K > 1 && blockIdx.x % CLUSTER_K == 0 && t == 0)
+    if (CLUSTER_K > 1 && blockIdx.x % CLUSTER_K == 0 && t == 0 && (!KSPLIT || c == 0))
       mbar_arrive_expect_tx(recv_bar, (CLUSTER_K - 1) * V * 128 * 16);
     // A slice's wgmmas read their registers until a later wait: PTX makes writing them before that undefined.
     // Consecutive slices therefore fill different registers (a0, a1; with FOLD consecutive steps also sum
@@ -500,28 +511,28 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
       const u8* stage = smem + s * STAGE_BYTES;
       const u64 desc = desc0 + s * (STAGE_BYTES / 16);
       StageDq sd;
-      stage_scales(sd, sc, stage, c, warp, lane, (u32)z_bits);
+      stage_scales(sd, sc, stage, cc, warp, lane, (u32)z_bits);
       uint4 w0[ROW_BLOCKS], w1[ROW_BLOCKS];
-      load_slice(w0, stage, h0, c, warp, lane);
+      load_slice(w0, stage, h0, cc, warp, lane);
       slice_mma(FOLD ? e : d, a, sd, w0, h0, desc, FOLD || kt == 0);
       // With one row block, the next slice's words are read before the wait (whose memory clobber would hold the
       // load behind it), so that their shared-memory latency runs under the wgmmas in flight (16 x 128 tiles 3%
       // faster; with two row blocks the eight live registers cost 32 x 256 tiles spills).
-      if constexpr (K_SUB >= 2 && ROW_BLOCKS == 1) load_slice(w1, stage, h0 + 1, c, warp, lane);
+      if constexpr (K_SUB >= 2 && ROW_BLOCKS == 1) load_slice(w1, stage, h0 + 1, cc, warp, lane);
       wgmma_wait<1>();  // the previous slice (the previous step's last) is done with its slot and registers
       if (kt > 0) {
         if constexpr (FOLD) fold(d, e_prev, sc_prev, K_SUB == 4 && half == 0 ? GPS - 1 : 0);
         // Lane 0 releases the slot for its warp. The other lanes' shared loads of it are complete: their values
         // fed the wgmma just retired. (A __syncwarp before the arrival, the memory model's way to order them,
         // cost 3-13% at M = 8-64 and did not quieten racecheck, which flags every refilled slot: NOTES W4A16 39.)
-        if (opens && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+        if (opens && lane == 0) mbar_arrive(empty0 + 8 * ((it - STRIDE) % NUM_STAGES));
       }
       if constexpr (K_SUB >= 2) {
-        if constexpr (ROW_BLOCKS > 1) load_slice(w1, stage, h0 + 1, c, warp, lane);
+        if constexpr (ROW_BLOCKS > 1) load_slice(w1, stage, h0 + 1, cc, warp, lane);
         slice_mma(e, a_next, sd, w1, h0 + 1, desc, false);
         wgmma_wait<1>();  // the step's first slice retired: a is free for the next step
       }
-      if (K_SUB < 4 || half == 1) ++it;
+      if (K_SUB < 4 || half == 1) it += STRIDE;
     };
     // The register set each step starts with: alternating with one slice per step, always a0 with two.
     auto& a_odd = K_SUB >= 2 ? a0 : a1;
@@ -529,15 +540,29 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     for (int x = w.start(blockIdx.x); x < end;) {
       int tile, tm, tn, kt0, k_tiles, split, parts;
       w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
-      if constexpr (FOLD)
+      // KSPLIT: consumer c takes the segment's stages c, c + 2, ... (none where the segment has one stage and c = 1).
+      const int mine = KSPLIT ? (k_tiles + CONSUMERS - 1 - c) / CONSUMERS : k_tiles;
+      if constexpr (KSPLIT) {
+        it = base + __shfl_sync(~0u, c, 0);  // (warp-uniform to the compiler: slots and barriers stay scalar)
+        base += k_tiles;
+      }
+      if (FOLD || (KSPLIT && mine == 0))
 #pragma unroll
         for (int rb = 0; rb < ROW_BLOCKS; ++rb)
 #pragma unroll
           for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] = 0.f;
+      if (KSPLIT && FOLD && mine == 0)  // (the tail below folds e1: nothing; a branch around it made ptxas serialise)
+#pragma unroll
+        for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
+#pragma unroll
+          for (int j = 0; j < GN_WGMMA_REGS; ++j) e1[rb][j] = 0.f;
+#pragma unroll
+          for (int j = 0; j < SC; ++j) sc1[rb][j] = 0.f;
+        }
       // Pairs, then an even tail: on every path, a set is rewritten only after the wait that retired its
       // group (a loop that could skip its odd step would, to ptxas, reach a0 with a0's group in flight).
       // (K_SUB 4: a stage is two steps, its halves, so the pairs cover it and the count is even.)
-      const int steps = K_SUB == 4 ? 2 * k_tiles : k_tiles;
+      const int steps = K_SUB == 4 ? 2 * mine : mine;
       int kt = 0;
 #pragma unroll 1
       for (; kt + 1 < steps; kt += 2) {
@@ -561,8 +586,32 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
       }
 #pragma unroll
       for (int rb = 0; rb < ROW_BLOCKS; ++rb) GN_WGMMA_TOUCH(d[rb]);
-      if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % NUM_STAGES));
+      if (lane == 0 && (!KSPLIT || mine > 0)) mbar_arrive(empty0 + 8 * ((it - STRIDE) % NUM_STAGES));
       x = w.next(x, k_tiles);
+      if constexpr (KSPLIT) {  // consumer 1's sums added to consumer 0's, who goes on alone
+        float4* xch = (float4*)(smem + NUM_STAGES * STAGE_BYTES + 2 * CHUNK_SLOT) + t;
+        if (c == 1)
+#pragma unroll
+          for (int v = 0; v < V; ++v) {
+            const float* r = sums4(d, v);
+            xch[v * 128] = make_float4(r[0], r[1], r[2], r[3]);
+          }
+        named_barrier(7, 256);
+        if (c == 1) {
+          named_barrier(7, 256);  // consumer 0 has read them: the next segment's may overwrite
+          continue;
+        }
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          const float4 y = xch[v * 128];
+          float* r = sums4(d, v);
+          r[0] += y.x;
+          r[1] += y.y;
+          r[2] += y.z;
+          r[3] += y.w;
+        }
+        named_barrier(7, 256);
+      }
       if constexpr (CLUSTER_K > 1) {
         if (split != 0) {
           push_sums(d, recv0, recv_bar, split, c, t);
@@ -570,8 +619,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
         }
         add_received(d, smem_raw + (recv0 - raw0), recv_bar, c, t);
       } else if (parts > 1 &&
-                 !reduce_parts(d, ws + (i64)(tile * CONSUMERS + c) * max_parts * V * 128,
-                               tickets + tile * CONSUMERS + c, parts, split, max_parts, c, t, flags + c)) {
+                 !reduce_parts(d, ws + (i64)(tile * COL_GROUPS + c) * max_parts * V * 128,
+                               tickets + tile * COL_GROUPS + c, parts, split, max_parts, c, t, flags + c)) {
         continue;
       }
       store_tile(d, &map_c, bias, cbuf, c, t, tm * BLOCK_M, tn * BLOCK_N, N, has_bias, chunk);

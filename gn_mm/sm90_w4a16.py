@@ -37,10 +37,11 @@ class Sm90W4A16Config:
     k_sub: int = 1   # 64-value slices of K per stage (2 / 4: one barrier round trip per 128 / 256 values)
     prefetch: int = 0  # stages a CTA prefetches into L2 before its grid dependency resolves (0: `stages`)
     cluster_k: int = 1  # > 1: clusters of this many CTAs split each tile's K and add their sums on chip
+    ksplit: bool = False  # the (two) consumers share the tile's columns and take alternate K stages
 
     @property
     def block_n(self) -> int:
-        return 64 * self.consumers * self.row_blocks
+        return 64 * self.row_blocks * (1 if self.ksplit else self.consumers)
 
     @property
     def name(self) -> str:
@@ -51,12 +52,15 @@ class Sm90W4A16Config:
     @classmethod
     def parse(cls, name: str) -> "Sm90W4A16Config":
         m = re.fullmatch(r"w4a16wg_(\d+)x(\d+)_c(\d+)_s(\d+)(?:_k(64|128|256))?(?:_x(\d))?(?:_p(\d+))?", name.strip())
-        if not m or int(m[2]) % (64 * int(m[3])):
+        # consumers that split K: block_n one consumer's columns (not a multiple of 64 x consumers)
+        ksplit = bool(m) and int(m[3]) > 1 and int(m[2]) % (64 * int(m[3])) != 0
+        if not m or int(m[2]) % (64 * (1 if ksplit else int(m[3]))):
             raise ValueError(f"config: cannot parse {name!r}; expected e.g. w4a16wg_8x256_c2_s8, "
-                             "w4a16wg_8x256_c2_s6_k128 or w4a16wg_64x64_c1_s8_k128_x2 (block_n a multiple of 64 x "
-                             "consumers)")
+                             "w4a16wg_8x256_c2_s6_k128, w4a16wg_64x64_c1_s8_k128_x2 (block_n a multiple of 64 x "
+                             "consumers) or w4a16wg_8x64_c2_s4_k256_x2 (two consumers splitting K, block_n 64)")
         bm, bn, cons, stages = (int(x) for x in m.groups()[:4])
-        return cls(bm, cons, bn // (64 * cons), stages, int(m[5] or 64) // 64, int(m[7] or 0), int(m[6] or 1))
+        return cls(bm, cons, bn // (64 * (1 if ksplit else cons)), stages, int(m[5] or 64) // 64, int(m[7] or 0),
+                   int(m[6] or 1), ksplit)
 
     @property
     def chunk_rows(self) -> int:
@@ -84,6 +88,8 @@ class Sm90W4A16Config:
             return f"{self.name}: 1 to 4 consumers, at least one 64-column block each, at least 2 stages"
         if not 1 <= self.cluster_k <= 8:
             return f"{self.name}: clusters of 1 to 8 CTAs"
+        if self.ksplit and (self.consumers != 2 or self.block_n > 64):
+            return f"{self.name}: consumers that split K are two, on one 64-column block"
         if k64 < self.cluster_k * self.k_sub:
             return f"{self.name} splits K {self.cluster_k} ways: K needs at least {self.cluster_k * self.k_sub * 64}"
         if self.k_sub == 1:
@@ -217,20 +223,30 @@ def mid_m(m: int) -> bool:
 # rows at M = 4 / 8: the pick within 3% of the fastest forced plan on all but 8192 x 6144, where the 8 x 128 plan stays
 # (14.9 against 13.0 in pairs); 0.83x the time of the plans before over the 26). Any stage times in 0.35-0.5 with the
 # 8 x 64 one 0-0.05 above the 8 x 128 one's pick the same.
+# Since then the 8- and 16-row 64-column tiles with 256-value stages have two consumer warpgroups that take alternate
+# stages of the tile's K (`ksplit`) and an 8-deep ring (each consumer holds two slots), at the stage times measured for
+# the one-consumer tile they replace (the same picks): H100, CUDA-graph replay, 3 interleaved rounds, forced plans, us,
+# one consumer -> two: M = 1 / 8 x 4096 x 4096 5.83 / 5.79 -> 5.62 / 5.57, 2048 x 4096 4.12 -> 3.94, 11008 x 1024 (sixes)
+# 5.65 -> 5.49, 14336 x 512 (eights) 5.21 -> 5.07; M = 16 x 4096 x 4096 5.95 -> 5.85, 2048 x 4096 4.29 -> 4.14; 0.956-1.006x
+# over 30 rows at M = 1 / 8 and 0.960-1.016x over 25 at M = 12 / 16 (K = 1024-14336, N = 512 / 1024 / 4096; ties past
+# K = 5120 at N = 4096; benchmarks/results/w4a16_ksplit_probe_h100.json). A 10-deep ring was slower than 8, and before
+# the consumers' slot count was made warp-uniform to the compiler (scalar barrier and slot arithmetic) they only tied.
+KSPLIT_8 = C(8, 2, 1, 8, 4, prefetch=1, ksplit=True)
+KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
-    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, C(8, 1, 1, 4, 4, prefetch=1): 0.45},
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, C(16, 1, 1, 4, 4, prefetch=1): 0.50},
+    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, KSPLIT_8: 0.45},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, KSPLIT_16: 0.50},
     32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.52},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
          C(64, 1, 1, 4, 4, prefetch=1): 0.47}}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
-    (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8), C(8, 1, 1, 4, 4, prefetch=1))),
+    (8, (C(8, 2, 1, 8, 2, prefetch=3), C(8, 2, 2, 5, 2), C(8, 2, 2, 8), KSPLIT_8)),
     # M = 9..64: the narrow one-consumer tiles only where SMALL_M_STAGE_US prefers them to the first
     (16, (C(16, 2, 1, 8, 2, prefetch=3), C(16, 2, 2, 4, 2, prefetch=2), C(16, 2, 2, 8), C(16, 1, 1, 8, 2, prefetch=3),
-          C(16, 1, 1, 4, 4, prefetch=1))),
+          KSPLIT_16)),
     (32, (C(32, 2, 1, 8, 2, prefetch=2), C(32, 2, 2, 6, 2, prefetch=2), C(32, 2, 2, 8), C(32, 1, 1, 8, 2, prefetch=2),
           C(32, 1, 1, 4, 4, prefetch=1))),
     (64, (C(64, 2, 1, 7, 2, prefetch=2), C(64, 2, 2, 6), C(64, 1, 1, 8, 2, prefetch=2), C(32, 1, 1, 8, 2, prefetch=2),

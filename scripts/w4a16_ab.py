@@ -71,7 +71,8 @@ def main() -> None:
                 old = base.sm90_w4a16.choose(m, n, sms, 128, k // 64) if m > 8 else None
                 row["old_pick"] = old and old.name
                 row["ratio"] = round(row["new_us"] / row["old_us"], 3)
-            print(json.dumps({x: y for x, y in row.items() if x != "rel_diff"}), flush=True)
+            print(json.dumps({**{x: y for x, y in row.items() if x != "rel_diff"},
+                              "max_rel_diff": float(f"{max(rel.values()):.2g}")}), flush=True)
             rows.append(row)
         del ws
         torch.cuda.empty_cache()

@@ -194,10 +194,13 @@ def test_every_config(config, asym):
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 @pytest.mark.parametrize("g, asym", [(128, True), ("K", False)], ids=["g128-asym", "perchannel"])
 @pytest.mark.parametrize("config, splits", [("w4a16wg_64x64_c1_s4_k256_p1", None), ("w4a16wg_64x64_c1_s4_k256_p1", 3),
-                                            ("w4a16wg_32x64_c1_s4_k256_x2_p1", None)])
+                                            ("w4a16wg_32x64_c1_s4_k256_x2_p1", None), ("w4a16wg_16x64_c2_s8_k256_p1", 7),
+                                            ("w4a16wg_8x64_c2_s4_k256_p1", 4), ("w4a16wg_16x64_c2_s8_k256_p1", 1)])
 def test_256_value_stages(dtype, g, asym, config, splits):
     """Two groups a stage at G = 128 (each half folded with its own scales), one per-channel; K = 2560: 10 stages in
-    a ring of 4 (slots refilled), whole tiles, stream-K parts and a cluster pair; ragged M and N."""
+    a ring of 4 (slots refilled), whole tiles, stream-K parts and a cluster pair; ragged M and N. Two consumers that
+    split K (`ksplit`): stream-K segments of odd length and of one stage (the second consumer then has none), a ring
+    of 4 (both consumers' slots refilled) and whole tiles; M = 45 spans several row tiles."""
     k, n, m = 2560, 200, 45
     group = k if g == "K" else g
     qweight, scales, qzeros = make_weight(k, n, group, asym, dtype, seed=7)
@@ -314,7 +317,8 @@ def test_fitted_tile_heights(cfg, splits):
     ("w4a16wg_32x64_c1_s8_k128_x3", 27, 1408, 200, "K", True), ("w4a16wg_8x128_c2_s8_k128_x8", 5, 2048, 264, 128, False),
     ("w4a16wg_128x64_c1_s8_x2", 100, 1024, 328, 128, True), ("w4a16wg_16x128_c2_s8_x4", 16, 640, 136, 32, True),
     ("w4a16wg_128x64_c1_s7_x3", 77, 1536, 200, 32, False), ("w4a16wg_128x128_c2_s6_x2", 128, 1024, 264, 64, True),
-    ("w4a16wg_16x64_c1_s4_k256_x8_p1", 13, 4096, 456, 128, True), ("w4a16wg_8x64_c1_s4_k256_x2_p1", 3, 2560, 200, 128, False)])
+    ("w4a16wg_16x64_c2_s8_k256_x8_p1", 13, 4096, 456, 128, True), ("w4a16wg_8x64_c2_s8_k256_x2_p1", 3, 2560, 200, 128, False),
+    ("w4a16wg_8x64_c2_s8_k256_x3_p1", 8, 2816, 136, "K", True)])
 def test_tiles_split_in_clusters(cfg, m, k, n, g, asym):
     """K split inside a cluster, the sums added on chip: ragged M and N, unequal shares (k_stages not a multiple of the
     cluster), every kind of stage (128-value FOLD, 64-value, G = 32's two groups per stage), bias; and bit for bit the

@@ -148,10 +148,10 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 
 @pytest.mark.parametrize("m, k, n, want", [
-    (16, 4096, 4096, "w4a16wg_16x64_c1_s4_k256_x2_p1"),   # 5.9 us against 6.3 (16 x 128 in threes; fours fit only 30)
+    (16, 4096, 4096, "w4a16wg_16x64_c2_s8_k256_x2_p1"),   # 5.9 us against 6.3 (16 x 128 in threes; fours fit only 30)
     (16, 4096, 2048, "w4a16wg_16x128_c2_s8_k128_x6_p3"),  # 64-column pairs would leave SMs idle: 4.9 against 5.6
-    (16, 8192, 512, "w4a16wg_16x64_c1_s4_k256_x8_p1"),    # 256-value stages in eights: 4.2 against 5.6
-    (8, 4096, 4096, "w4a16wg_8x64_c1_s4_k256_x2_p1"),     # 5.8 against 6.9 (the 8 x 128 plan before clusters at M <= 8)
+    (16, 8192, 512, "w4a16wg_16x64_c2_s8_k256_x8_p1"),    # 256-value stages in eights: 4.2 against 5.6
+    (8, 4096, 4096, "w4a16wg_8x64_c2_s8_k256_x2_p1"),     # 5.8 against 6.9 (the 8 x 128 plan before clusters at M <= 8)
     (8, 8192, 8192, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # 13.4 against 15.4
     (8, 2048, 3072, "w4a16wg_8x128_c2_s8_k128_x4_p3"),    # 3.65 against 5.2
     (64, 4096, 4096, "w4a16wg_64x64_c1_s4_k256_x2_p1"),   # 256-value stages: 7.4 against 8.1 (128: NOTES W4A16 59)
