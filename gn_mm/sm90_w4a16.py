@@ -226,20 +226,28 @@ def mid_m(m: int) -> bool:
 # Since then the 8- and 16-row 64-column tiles with 256-value stages have two consumer warpgroups that take alternate
 # stages of the tile's K (`ksplit`) and an 8-deep ring (each consumer holds two slots), at the stage times measured for
 # the one-consumer tile they replace (the same picks): H100, CUDA-graph replay, 3 interleaved rounds, forced plans, us,
-# one consumer -> two: M = 1 / 8 x 4096 x 4096 5.83 / 5.79 -> 5.62 / 5.57, 2048 x 4096 4.12 -> 3.94, 11008 x 1024 (sixes)
-# 5.65 -> 5.49, 14336 x 512 (eights) 5.21 -> 5.07; M = 16 x 4096 x 4096 5.95 -> 5.85, 2048 x 4096 4.29 -> 4.14; 0.956-1.006x
-# over 30 rows at M = 1 / 8 and 0.960-1.016x over 25 at M = 12 / 16 (K = 1024-14336, N = 512 / 1024 / 4096; ties past
-# K = 5120 at N = 4096; benchmarks/results/w4a16_ksplit_probe_h100.json). A 10-deep ring was slower than 8, and before
-# the consumers' slot count was made warp-uniform to the compiler (scalar barrier and slot arithmetic) they only tied.
+# one consumer -> two: M = 1 / 8 x 4096 x 4096 5.83 / 5.79 -> 5.62 / 5.57, 2048 x 4096 4.12 -> 3.94, 11008 x 1024
+# (sixes) 5.65 -> 5.49, 14336 x 512 (eights) 5.21 -> 5.07; M = 16 x 4096 x 4096 5.95 -> 5.85, 2048 x 4096 4.29 -> 4.14;
+# 0.956-1.006x over 30 rows at M = 1 / 8 and 0.960-1.016x over 25 at M = 12 / 16 (K = 1024-14336, N = 512 / 1024 / 4096;
+# ties past K = 5120 at N = 4096; benchmarks/results/w4a16_ksplit_probe_h100.json). A 10-deep ring was slower than 8,
+# and before the consumers' slot count was made warp-uniform to the compiler (scalar barrier and slot arithmetic) they
+# only tied. At 32 rows (8 stages fit in pairs only) two consumers won at N = 4096, K <= 4096 and lost past it and in
+# threes (w4a16_ksplit32_probe_h100.json): not used.
+# The 32- and 64-row one-consumer 256-value tiles' stage times (0.52 / 0.47 from NOTES W4A16 59) lowered to 0.48 / 0.45:
+# their clusters then take long-K shapes from the 128-value tiles' plans (H100, heuristic A/B, us: 32 x 14336 x 1024
+# 9.3 -> 7.4 in sixes, 32 x 11008 x 1536 9.2 -> 7.9 in fours, 32 x 6144 x 256 7.1 -> 4.5 in eights, 64 x 4096 x 1536
+# 7.2 -> 6.0 in threes; 33 rows at M = 17-32 0.88x, 0.63-1.003; 16 at M = 48 / 64 0.935x, 0.83-1.004;
+# benchmarks/results/w4a16_m32_k256_stage0{50,48}_ab_h100.json, w4a16_m64_k256_stage043_ab_h100.json). Lower (0.46 /
+# 0.43) also took shapes where those clusters lose 3-10% (32 x 8192 x 3072 in pairs, 64 x 2048 x 2048 in threes).
 KSPLIT_8 = C(8, 2, 1, 8, 4, prefetch=1, ksplit=True)
 KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
 SMALL_M_STAGE_US = {
     8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, KSPLIT_8: 0.45},
     16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, KSPLIT_16: 0.50},
-    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.52},
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.48},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
-         C(64, 1, 1, 4, 4, prefetch=1): 0.47}}
+         C(64, 1, 1, 4, 4, prefetch=1): 0.45}}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
