@@ -86,7 +86,8 @@ constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 // float4s, each consumer's counted on its own barrier.
 constexpr int RECV_BYTES = (CLUSTER_K - 1) * COL_GROUPS * V * 128 * 16;
 // KSPLIT: consumer 1's sums cross in its output chunk buffers, which it never stores from.
-static_assert(!KSPLIT || (CONSUMERS == 2 && V * 128 * 16 <= 2 * CHUNK_SLOT), "KSPLIT: two consumers, sums fit");
+static_assert(!KSPLIT || (CONSUMERS == 2 && K_SUB == 4 && V * 128 * 16 <= 2 * CHUNK_SLOT),
+              "KSPLIT: two consumers, 256-value stages (Sm90W4A16Config.problem), their sums fit");
 static_assert(CLUSTER_K >= 1 && CLUSTER_K <= 8, "clusters of 1 to 8 CTAs (the portable limit)");
 // reduce_parts: part 0 waits for the others rather than publish its sums where they are 32 KB or more per consumer
 // (what publishing them costs outweighs the wait; smaller tiles measured 0.5-2.5% slower with the waiting code, even

@@ -106,7 +106,9 @@ def test_gemm_config_problems_match_the_kernels_asserts():
     for name, why in bad80.items():
         assert why in sm80_w4a16.W4A16Config.parse(name).problem(128, 64), name
     bad90 = {"w4a16wg_12x128_c2_s4": "multiple of 8", "w4a16wg_136x128_c2_s4": "divisor of 32 to 64 rows",
-             "w4a16wg_8x384_c6_s4": "1 to 4 consumers", "w4a16wg_8x128_c2_s1": "at least 2 stages"}
+             "w4a16wg_8x384_c6_s4": "1 to 4 consumers", "w4a16wg_8x128_c2_s1": "at least 2 stages",
+             "w4a16wg_8x64_c2_s8_k128": "256-value stages", "w4a16wg_8x192_c2_s8_k256": "one 64-column block",
+             "w4a16wg_8x64_c3_s8_k256": "are two"}
     for name, why in bad90.items():
         assert why in sm90_w4a16.Sm90W4A16Config.parse(name).problem(128, 64), name
     for _, cfg in sm80_w4a16.CONFIGS:
@@ -114,6 +116,10 @@ def test_gemm_config_problems_match_the_kernels_asserts():
     for _, cfgs in sm90_w4a16.CONFIGS:
         for cfg in cfgs:
             assert cfg.problem(128, 64) is None, cfg.name
+    ks = sm90_w4a16.Sm90W4A16Config.parse("w4a16wg_16x64_c2_s8_k256_x2_p1")  # block_n 64 with two consumers: K split
+    assert (ks.ksplit, ks.block_n, ks.consumers, ks.row_blocks, ks.threads) == (True, 64, 2, 1, 384)
+    assert ks.name == "w4a16wg_16x64_c2_s8_k256_x2_p1" and not sm90_w4a16.Sm90W4A16Config.parse(
+        "w4a16wg_16x128_c2_s8_k128").ksplit
 
 
 @pytest.mark.parametrize("m, k, n, tile", [
