@@ -171,6 +171,9 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
     (96, 4096, 1024, "w4a16wg_128x64_c1_s5_x4"),          # fours with a 5-deep ring: 8.5 against 12.1 (8 parts)
     (128, 8192, 4096, "w4a16wg_128x64_c1_s8_x2"),         # 64-stage shares of 128-row tiles: 18.4 against 20.3
     (128, 14336, 4096, "w4a16wg_128x128_c2_s8"),          # 112-stage shares: stream-K (29.1 against 43.5 in pairs)
+    (16, 8192, 6144, "w4a16wg_16x128_c2_s8_k128_x2_p3"),  # a cost tie with stream-K goes to the pairs: 13.8 / 15.5
+    (64, 8192, 256, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # the same tie rule: 5.2 against 6.7
+    (8, 8192, 6144, "w4a16wg_8x128_c2_s8_k128_p3"),       # not at M <= 8 (the decode kernel would cede at M = 1)
 ])
 def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
     """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with
