@@ -86,8 +86,8 @@ constexpr int OUT = GN_ACT_KIND == GN_ACT_F16 ? GN_OUT_F16 : GN_OUT_BF16;
 // float4s, each consumer's counted on its own barrier.
 constexpr int RECV_BYTES = (CLUSTER_K - 1) * COL_GROUPS * V * 128 * 16;
 // KSPLIT: consumer 1's sums cross in its output chunk buffers, which it never stores from.
-static_assert(!KSPLIT || (CONSUMERS == 2 && K_SUB == 4 && V * 128 * 16 <= 2 * CHUNK_SLOT),
-              "KSPLIT: two consumers, 256-value stages (Sm90W4A16Config.problem), their sums fit");
+static_assert(!KSPLIT || (CONSUMERS == 2 && K_SUB == 4 && NUM_STAGES % 2 == 0 && V * 128 * 16 <= 2 * CHUNK_SLOT),
+              "KSPLIT: two consumers, 256-value stages, an even ring (Sm90W4A16Config.problem), their sums fit");
 static_assert(CLUSTER_K >= 1 && CLUSTER_K <= 8, "clusters of 1 to 8 CTAs (the portable limit)");
 // reduce_parts: part 0 waits for the others rather than publish its sums where they are 32 KB or more per consumer
 // (what publishing them costs outweighs the wait; smaller tiles measured 0.5-2.5% slower with the waiting code, even
@@ -541,10 +541,15 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
     for (int x = w.start(blockIdx.x); x < end;) {
       int tile, tm, tn, kt0, k_tiles, split, parts;
       w.segment(x, end, tile, tm, tn, kt0, k_tiles, split, parts);
-      // KSPLIT: consumer c takes the segment's stages c, c + 2, ... (none where the segment has one stage and c = 1).
-      const int mine = KSPLIT ? (k_tiles + CONSUMERS - 1 - c) / CONSUMERS : k_tiles;
+      // KSPLIT: consumer c takes the stages whose count (the producer's, across segments) has parity c, so a ring
+      // slot (NUM_STAGES even) always serves the same consumer and its previous phase was that consumer's own, already
+      // consumed. (Alternating within each segment, an odd segment would hand slots to the other consumer, which might
+      // then wait on a phase two ahead of an unlanded one: that reads as complete.) None where a one-stage segment's
+      // parity is the other consumer's.
+      const int j0 = KSPLIT ? (int)((c + base) & 1) : 0;  // this consumer's first stage in the segment
+      const int mine = KSPLIT ? (k_tiles > j0 ? (k_tiles - j0 + 1) / 2 : 0) : k_tiles;
       if constexpr (KSPLIT) {
-        it = base + __shfl_sync(~0u, c, 0);  // (warp-uniform to the compiler: slots and barriers stay scalar)
+        it = base + __shfl_sync(~0u, j0, 0);  // (warp-uniform to the compiler: slots and barriers stay scalar)
         base += k_tiles;
       }
       if (FOLD || (KSPLIT && mine == 0))

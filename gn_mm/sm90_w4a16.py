@@ -88,9 +88,9 @@ class Sm90W4A16Config:
             return f"{self.name}: 1 to 4 consumers, at least one 64-column block each, at least 2 stages"
         if not 1 <= self.cluster_k <= 8:
             return f"{self.name}: clusters of 1 to 8 CTAs"
-        if self.ksplit and (self.consumers != 2 or self.block_n > 64 or self.k_sub != 4):
+        if self.ksplit and (self.consumers != 2 or self.block_n > 64 or self.k_sub != 4 or self.stages % 2):
             return (f"{self.name}: consumers that split K are two, on one 64-column block with 256-value stages "
-                    "(the form measured and tested)")
+                    "(the form measured and tested) and an even ring (each slot serves one of them)")
         if k64 < self.cluster_k * self.k_sub:
             return f"{self.name} splits K {self.cluster_k} ways: K needs at least {self.cluster_k * self.k_sub * 64}"
         if self.k_sub == 1:

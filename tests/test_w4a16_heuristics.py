@@ -108,7 +108,7 @@ def test_gemm_config_problems_match_the_kernels_asserts():
     bad90 = {"w4a16wg_12x128_c2_s4": "multiple of 8", "w4a16wg_136x128_c2_s4": "divisor of 32 to 64 rows",
              "w4a16wg_8x384_c6_s4": "1 to 4 consumers", "w4a16wg_8x128_c2_s1": "at least 2 stages",
              "w4a16wg_8x64_c2_s8_k128": "256-value stages", "w4a16wg_8x192_c2_s8_k256": "one 64-column block",
-             "w4a16wg_8x64_c3_s8_k256": "are two"}
+             "w4a16wg_8x64_c3_s8_k256": "are two", "w4a16wg_8x64_c2_s7_k256": "even ring"}
     for name, why in bad90.items():
         assert why in sm90_w4a16.Sm90W4A16Config.parse(name).problem(128, 64), name
     for _, cfg in sm80_w4a16.CONFIGS:
