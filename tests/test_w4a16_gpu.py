@@ -211,6 +211,20 @@ def test_256_value_stages(dtype, g, asym, config, splits):
 
 
 @pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
+@pytest.mark.parametrize("splits", [1, None], ids=["whole", "own-schedule"])
+def test_k_split_consumers_across_segments(splits):
+    """Two consumers splitting K (`ksplit`) where a CTA runs several segments that start at an odd stage count: 150
+    tiles of 5 stages (K = 1280) for the SMs, so CTAs take a second tile whose stages begin at an odd count (each
+    consumer keeps the stages of its parity, the 4-deep ring wraps)."""
+    k, n, m, g = 1280, 64 * 150, 8, 128
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.bfloat16, seed=11)
+    a = torch.randn(m, k, device="cuda").bfloat16()
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    out = gn_mm.w4a16_mm(a, w, config="w4a16wg_8x64_c2_s4_k256_p1", splits=splits, out=poisoned(m, n, torch.bfloat16))
+    check(out, a, qweight, scales, qzeros, g, rounds=False)
+
+
+@pytest.mark.skipif(not HOPPER, reason="the wgmma kernel needs sm_90")
 @pytest.mark.parametrize("dtype", DTYPES, ids=["f16", "bf16"])
 def test_128_value_stages_need_an_even_number_of_slices(dtype):
     k, n, m = 190, 40, 2  # per-channel, K padded to three 64-value slices
