@@ -211,3 +211,25 @@ def test_decode_kernel_cedes_to_cluster_plans_on_h100_class_gpus():
     assert D.cedes_to_clusters(4096 * 4096, 3.35) and D.cedes_to_clusters(2048 * 2048, 3.35)
     assert not D.cedes_to_clusters(2048 * 1024, 3.35)
     assert not D.cedes_to_clusters(4096 * 4096, 4.8) and not D.cedes_to_clusters(4096 * 4096, 0.0)
+
+
+def test_exact_cost_ties_go_to_the_cluster_variant_from_m9():
+    """scripts/w4a16_near_ties.py's listing (the costing `choose` does): where a plain plan and a cluster variant cost
+    the same, `choose` takes the cluster variant from CLUSTER_ON_TIE_MIN_M rows and the plain plan below (NOTES W4A16
+    66: every such tie measured faster as the cluster)."""
+    import importlib.util
+    import pathlib
+
+    from gn_mm import sm90_w4a16
+
+    path = pathlib.Path(__file__).parents[1] / "scripts" / "w4a16_near_ties.py"
+    spec = importlib.util.spec_from_file_location("w4a16_near_ties", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    ties = [t for t in tool.near_ties(0.0) if t[4] == t[6]]
+    plain_vs_cluster = [t for t in ties if sm90_w4a16.Sm90W4A16Config.parse(t[3]).cluster_k == 1
+                        and sm90_w4a16.Sm90W4A16Config.parse(t[5]).cluster_k > 1]
+    assert any(t[0] <= 8 for t in plain_vs_cluster) and any(t[0] >= 9 for t in plain_vs_cluster)
+    for m, k, n, plain, _, cluster, _ in plain_vs_cluster:
+        got = sm90_w4a16.choose(m, n, 132, 128, k // 64, H100_CLUSTERS).name
+        assert got == (cluster if m >= sm90_w4a16.CLUSTER_ON_TIE_MIN_M else plain), (m, k, n)
