@@ -373,13 +373,8 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     best = min(candidates, key=rounds)
     stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
     if best in stage_us and n > 0:  # (n = 0: N unknown, the rounds rule's pick)
-        pool = [c for c in candidates if c in stage_us and n <= max_n.get(c, n)]
-        # (256-value stages were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.)
-        cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in pool if c.k_sub < 4}
-        for c in pool:
-            k_stages = k64 // c.k_sub
-            for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
-                cost[v] = stage_us[c] * (FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP)
+        cost = small_m_costs([c for c in candidates if c in stage_us and n <= max_n.get(c, n)], stage_us, m, n, k64,
+                             sm_count, clusters, dram_tbs)
         return min(cost, key=lambda c: (cost[c], m >= CLUSTER_ON_TIE_MIN_M and c.cluster_k == 1))
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
@@ -396,6 +391,19 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
             cost[v] = FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP
         return min(cost, key=cost.get)
     return best
+
+
+def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
+                  dram_tbs: float) -> dict:
+    """`choose`'s costing of the SMALL_M_STAGE_US candidates `pool`: config (plain or a `cluster_variants` one) ->
+    stage-times of its busiest CTA x the tile's stage time. (256-value stages were measured in clusters only, NOTES
+    W4A16 59: as plain tiles they are not costed.)"""
+    cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in pool if c.k_sub < 4}
+    for c in pool:
+        k_stages = k64 // c.k_sub
+        for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
+            cost[v] = stage_us[c] * (FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP)
+    return cost
 
 
 @functools.lru_cache(maxsize=16)

@@ -28,12 +28,10 @@ def near_ties(tol: float, sm_count: int = 132, clusters: dict | None = None, dra
     clusters = H100_CLUSTERS if clusters is None else clusters
     for m, k, n in itertools.product(MS, KS, NS):
         limit, row = next((lim, cs) for lim, cs in s.CONFIGS if m <= lim)
-        stage, k64 = s.SMALL_M_STAGE_US.get(limit, {}), k // 64
-        cands = [c for c in row if c in stage and c.problem(128, k64) is None]
-        cost = {c: stage[c] * s.plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in cands if c.k_sub < 4}
-        for c in cands:
-            for v in s.cluster_variants(c, m, n, k64 // c.k_sub, sm_count, clusters):
-                cost[v] = stage[c] * (s.FILL + -(-(k64 // c.k_sub) // v.cluster_k) + s.CLUSTER_FIXUP)
+        stage, max_n, k64 = s.SMALL_M_STAGE_US.get(limit, {}), s.SMALL_M_MAX_N.get(limit, {}), k // 64
+        pool = [c for c in row if c in stage and c.problem(128, k64) is None and k64 <= s.MAX_K64.get(c, k64)
+                and n <= max_n.get(c, n)]
+        cost = s.small_m_costs(pool, stage, m, n, k64, sm_count, clusters, dram_tbs)
         best = sorted(cost.items(), key=lambda x: x[1])[:2]
         if len(best) == 2 and best[1][1] <= best[0][1] * (1 + tol):
             yield m, k, n, best[0][0].name, round(best[0][1], 3), best[1][0].name, round(best[1][1], 3)
