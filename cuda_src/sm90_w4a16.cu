@@ -552,12 +552,12 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
         it = base + __shfl_sync(~0u, j0, 0);  // (warp-uniform to the compiler: slots and barriers stay scalar)
         base += k_tiles;
       }
-      if (FOLD || (KSPLIT && mine == 0))
+      if constexpr (FOLD)  // (KSPLIT tiles fold: their 256-value stages require it)
 #pragma unroll
         for (int rb = 0; rb < ROW_BLOCKS; ++rb)
 #pragma unroll
           for (int j = 0; j < GN_WGMMA_REGS; ++j) d[rb][j] = 0.f;
-      if (KSPLIT && FOLD && mine == 0)  // (the tail below folds e1: nothing; a branch around it made ptxas serialise)
+      if (KSPLIT && mine == 0)  // (the tail below folds e1: nothing; a branch around it made ptxas serialise)
 #pragma unroll
         for (int rb = 0; rb < ROW_BLOCKS; ++rb) {
 #pragma unroll
