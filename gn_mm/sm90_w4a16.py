@@ -309,14 +309,6 @@ def large_weight(n: int, k64: int) -> bool:
 # (64 x 11008 x 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1;
 # 32 x 8192 x 8192, 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
 CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 64
-# Where a plain plan and a cluster variant cost the same, the cluster variant measured faster at every such (row, K, N)
-# of a K x N grid, forced plans on an H100 (benchmarks/results/w4a16_near_tie_probe_h100.json, us, plain -> cluster):
-# 16 x 8192 x 6144 15.5 -> 13.8 (16 x 128 in pairs), 16 x 11008 x 2048 8.6 -> 7.9 (sixes), 32 x 3072 x 5120 7.6 -> 7.0,
-# 64 x 8192 x 256 6.7 -> 5.2 (32 x 64 in eights), 64 x 11008 x 512 7.6 -> 7.1; 11 of them at M = 16 / 32 / 64, 0.77-1.0x.
-# So from CLUSTER_ON_TIE_MIN_M rows a tie goes to the cluster. Not below: at M <= 8 a cluster pick also makes the decode
-# kernel cede (w4a16_decode.cedes_to_clusters) at M = 1..3, where these shapes were not measured against it (at M = 8,
-# where the wgmma kernel serves either way, the clusters won too: 8 x 8192 x 6144 15.1 -> 13.1 us).
-CLUSTER_ON_TIE_MIN_M = 9
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): the rounds pick against its cluster variants, with
@@ -363,10 +355,9 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
     that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
     clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
-    its stage time (`plan_cost`, on a GPU of `dram_tbs` TB/s peak DRAM; on a tie the plain plan, or from
-    CLUSTER_ON_TIE_MIN_M rows the cluster variant); in the MID_M ranges, unless the pick has
-    one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to
-    MID_M_STREAM_MAX rows)."""
+    its stage time (`plan_cost`, on a GPU of `dram_tbs` TB/s peak DRAM; on a tie the cluster variant); in the MID_M
+    ranges, unless the pick has one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least
+    (FITTED heights up to MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
@@ -375,7 +366,13 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     if best in stage_us and n > 0:  # (n = 0: N unknown, the rounds rule's pick)
         cost = small_m_costs([c for c in candidates if c in stage_us and n <= max_n.get(c, n)], stage_us, m, n, k64,
                              sm_count, clusters, dram_tbs)
-        return min(cost, key=lambda c: (cost[c], m >= CLUSTER_ON_TIE_MIN_M and c.cluster_k == 1))
+        # A cost tie goes to the cluster variant: faster at every such (row, K, N) of a K x N grid, forced plans on an
+        # H100 (w4a16_near_tie_probe_h100.json, us, plain -> cluster: 16 x 8192 x 6144 15.5 -> 13.8 in pairs, 16 x
+        # 11008 x 2048 8.6 -> 7.9 in sixes, 64 x 8192 x 256 6.7 -> 5.2 in eights; 11 at M = 16 / 32 / 64, 0.77-1.0x),
+        # and at M <= 8, where the decode kernel then cedes (w4a16_decode.cedes_to_clusters; w4a16_tie_m8_ab_h100.json,
+        # heuristic against heuristic, the 32 changed rows of M = 1..8: 8192 x 6144 14.9 -> 13.0 (M = 1 15.6 -> 13.0),
+        # 11008 x 2048 8.3 -> 7.4, 3072 x 5120 6.8 -> 6.3; at M = 1 the other three shapes tie, 1.002-1.009x).
+        return min(cost, key=lambda c: (cost[c], c.cluster_k == 1))
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),

@@ -106,9 +106,12 @@ if hopper:
     ring_reuse = "--racecheck" not in sys.argv
     weights = {(k, n): w}  # the mma.sync cases' weight; other shapes are made on first use
     for cfg in dict.fromkeys(c for _, cs in sm90_w4a16.CONFIGS for c in cs):
-        for kk, nn, splits in ((k, n, None), (k, n, 3), (2048, 256, 1)):  # N = 1000: a ragged last column tile
-            if cfg.k_sub == 4:  # 256-value stages: K in whole stages (640 -> 768: three, split 3 ways in stream-K)
-                kk = max(768, kk // 256 * 256)
+        cases = [(k, n, None), (k, n, 3), (2048, 256, 1)]  # N = 1000: a ragged last column tile
+        if cfg.k_sub == 4:  # 256-value stages: K in whole stages (640 -> 768: three, split 3 ways in stream-K)
+            cases = [(max(768, kk // 256 * 256), nn, splits) for kk, nn, splits in cases]
+        if cfg.ksplit:  # two consumers splitting K, 150 tiles of 5 stages: CTAs whose second tile starts at an odd
+            cases.append((1280, 64 * 150, 1))  # stage count (each consumer keeps the stages of its parity)
+        for kk, nn, splits in cases:
             kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
             if (kk, nn) not in weights:
                 qk = torch.randint(0, 16, (kk, nn), device=dev)

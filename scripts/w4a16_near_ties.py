@@ -1,7 +1,7 @@
 """W4A16 near ties: where `sm90_w4a16.choose`'s two cheapest small-M candidates (plain plans or cluster variants) cost
 within --tol of each other on a K x N grid, the places a stage-time fit is least sure; with a GPU, both are forced and
 timed (CUDA-graph replay, median of 3 interleaved rounds, inputs rotated past L2, bf16, G = 128). How the cluster
-tie rule (CLUSTER_ON_TIE_MIN_M) was found: benchmarks/results/w4a16_near_tie_probe_h100.json.
+tie rule (`choose`: exact ties go to the cluster variant) was found: benchmarks/results/w4a16_near_tie_probe_h100.json.
 
     python scripts/w4a16_near_ties.py --list                      # offline (no GPU): the near ties of an H100
     python scripts/w4a16_near_ties.py --out near_tie_probe.json   # on the GPU: time both candidates of each
