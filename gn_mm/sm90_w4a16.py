@@ -191,9 +191,10 @@ def mid_m(m: int) -> bool:
 # twice the tiles, so K splits into half as many parts, each part's sums are half as large, and it may split K
 # unequally where the 128-column tile of 64 rows takes only aligned splits (11008 x 4096: 64 CTAs); but its stages
 # cost more per weight (one warpgroup dequantises them). Which wins depends on the shape, so where the rounds rule
-# picks the 128-column tile, `choose` takes whichever of the two has the busiest CTA (`plan_cost`: stage-times, fill
-# and fix-ups of its `schedule`) that costs least at the tile's stage time below. The stage times (us, H100) are
-# fitted to pick the faster plan, not to predict times: only their ratio within a row matters (narrow / wide: 0.76-0.82
+# picks the 128-column tile, `choose` takes whichever of the two has the busiest CTA (then: stage-times, fill and
+# fix-ups of its `schedule`) that costs least at the tile's stage time below. The stage times (us, H100) were
+# fitted to pick the faster plan, not to predict times (since NOTES W4A16 68 a time model's: SMALL_M_STAGE_US): only
+# their ratio within a row mattered (narrow / wide: 0.76-0.82
 # at M = 16, 0.70-0.74 at 32, 0.60-0.67 at 64), each range the one that picks the faster measured tile on every row
 # but ties within 1% (benchmarks/results/w4a16_m{16,32}_probe_h100.json, 14 shapes each; w4a16_m64_c1_probe_h100.json,
 # 26 rows, one miss by 0.2%). CUDA-graph replay, us, 128 columns -> the pick (fp16 torch.matmul): M = 64 4096 x 4096
@@ -242,13 +243,26 @@ def mid_m(m: int) -> bool:
 # 0.43) also took shapes where those clusters lose 3-10% (32 x 8192 x 3072 in pairs, 64 x 2048 x 2048 in threes).
 KSPLIT_8 = C(8, 2, 1, 8, 4, prefetch=1, ksplit=True)
 KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
-# Stage times per CONFIGS row (by its largest M): a tile's relative cost differs by row.
+# The small-M time model (`small_m_costs`, `plan_us`; NOTES W4A16 68), SMALL_M_MODEL's constants in us. A plan takes
+# its kind's constant ("whole", "stream", "cluster": launch, fill, epilogue) plus the longer of its busiest CTA's time
+# and the whole weight's DRAM time ("dram_us_per_mb" at 3.35 TB/s, scaled by the GPU's peak). A CTA's time: its stages
+# at the tile's stage time (SMALL_M_STAGE_US, by CONFIGS row) plus, for each segment it shares with other CTAs in
+# stream-K, "stream_fixup_us" and "stream_part_us" per other part (each: us, and us per KB of the tile's fp32 sums;
+# the adding CTA reads the parts one after another); a cluster's first CTA takes "cluster_part_us_per_kb" per KB of
+# sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares on log time) to
+# every costed candidate of 407 (M, K, N) at M = 8 / 16 / 32 / 64, K = 1024-14336, N = 256-14336 on an H100 (2479
+# forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take 1.0026x
+# the fastest candidate's time (the stage-time model before: 1.019x, 43 of them 5-72% slower), 1.0022x on the same
+# grid at M = 4 / 12 / 24 / 48, which the fit did not see.
 SMALL_M_STAGE_US = {
-    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.40, KSPLIT_8: 0.45},
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.36, C(16, 2, 1, 8, 2, prefetch=3): 0.46, KSPLIT_16: 0.50},
-    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.35, C(32, 2, 1, 8, 2, prefetch=2): 0.48, C(32, 1, 1, 4, 4, prefetch=1): 0.48},
-    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.31, C(64, 2, 1, 7, 2, prefetch=2): 0.49, C(32, 1, 1, 8, 2, prefetch=2): 0.22,
-         C(64, 1, 1, 4, 4, prefetch=1): 0.45}}
+    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.339, KSPLIT_8: 0.420},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.274, C(16, 2, 1, 8, 2, prefetch=3): 0.357, KSPLIT_16: 0.449},
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.293, C(32, 2, 1, 8, 2, prefetch=2): 0.389,
+         C(32, 1, 1, 4, 4, prefetch=1): 0.496},
+    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.331, C(64, 2, 1, 7, 2, prefetch=2): 0.484,
+         C(32, 1, 1, 8, 2, prefetch=2): 0.294, C(64, 1, 1, 4, 4, prefetch=1): 0.589}}
+SMALL_M_MODEL = {"whole": 1.99, "stream": 2.20, "cluster": 1.85, "dram_us_per_mb": 0.390,
+                 "stream_fixup_us": (1.05, 0.0436), "stream_part_us": (0.024, 0.0094), "cluster_part_us_per_kb": 0.0179}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
@@ -294,9 +308,10 @@ def large_weight(n: int, k64: int) -> bool:
 
 
 # Tiles split inside a cluster (`cluster_k`): the CTAs of a cluster take equal aligned shares of one tile's K and the
-# others push their sums into the first's shared memory, so a fix-up costs CLUSTER_FIXUP stage-times where a stream-K
-# fix-up through L2 costs FIXUP. Where every tile's cluster is resident at once, `choose` costs the cluster variants of
-# the SMALL_M_STAGE_US candidates beside them, with shares of at most CLUSTER_MAX_SHARE 64-value slices of K. That
+# others push their sums into the first's shared memory, so a fix-up costs less than a stream-K fix-up through L2
+# (then costed as CLUSTER_FIXUP against FIXUP stage-times; at M <= 64 now by the small-M time model, SMALL_M_MODEL).
+# Where every tile's cluster is resident at once, `choose` costs the cluster variants of the SMALL_M_STAGE_US
+# candidates beside them, with shares of at most CLUSTER_MAX_SHARE 64-value slices of K. That
 # trades SMs for fix-ups: fewer, longer parts (H100, CUDA-graph replay, 3 interleaved rounds, us, heuristic before ->
 # cluster variant:
 # 16 x 4096 x 4096 7.36 -> 6.60 (16 x 128 in clusters of 3: 96 CTAs), 64 x 4096 x 4096 9.10 -> 8.09 (64 x 64 in pairs),
@@ -355,7 +370,8 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
     that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
     clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
-    its stage time (`plan_cost`, on a GPU of `dram_tbs` TB/s peak DRAM; on a tie the cluster variant); in the MID_M
+    its stage time (`small_m_costs`: the fastest by the small-M time model on a GPU of `dram_tbs` TB/s peak DRAM);
+    in the MID_M
     ranges, unless the pick has one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least
     (FITTED heights up to MID_M_STREAM_MAX rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
@@ -366,13 +382,7 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     if best in stage_us and n > 0:  # (n = 0: N unknown, the rounds rule's pick)
         cost = small_m_costs([c for c in candidates if c in stage_us and n <= max_n.get(c, n)], stage_us, m, n, k64,
                              sm_count, clusters, dram_tbs)
-        # A cost tie goes to the cluster variant: faster at every such (row, K, N) of a K x N grid, forced plans on an
-        # H100 (w4a16_near_tie_probe_h100.json, us, plain -> cluster: 16 x 8192 x 6144 15.5 -> 13.8 in pairs, 16 x
-        # 11008 x 2048 8.6 -> 7.9 in sixes, 64 x 8192 x 256 6.7 -> 5.2 in eights; 11 at M = 16 / 32 / 64, 0.77-1.0x),
-        # and at M <= 8, where the decode kernel then cedes (w4a16_decode.cedes_to_clusters; w4a16_tie_m8_ab_h100.json,
-        # heuristic against heuristic, the 32 changed rows of M = 1..8: 8192 x 6144 14.9 -> 13.0 (M = 1 15.6 -> 13.0),
-        # 11008 x 2048 8.3 -> 7.4, 3072 x 5120 6.8 -> 6.3; at M = 1 the other three shapes tie, 1.002-1.009x).
-        return min(cost, key=lambda c: (cost[c], c.cluster_k == 1))
+        return min(cost, key=cost.get)
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
@@ -391,16 +401,51 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
 
 
 def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
-                  dram_tbs: float) -> dict:
-    """`choose`'s costing of the SMALL_M_STAGE_US candidates `pool`: config (plain or a `cluster_variants` one) ->
-    stage-times of its busiest CTA x the tile's stage time. (256-value stages were measured in clusters only, NOTES
-    W4A16 59: as plain tiles they are not costed.)"""
-    cost = {c: stage_us[c] * plan_cost(c, m, n, k64 // c.k_sub, sm_count, dram_tbs) for c in pool if c.k_sub < 4}
+                  dram_tbs: float, model: dict | None = None) -> dict:
+    """`choose`'s costing of the SMALL_M_STAGE_US candidates `pool`: config (plain or a `cluster_variants` one) -> its
+    plan's time in us by the small-M time model (`small_m_plans`, `plan_us`). (256-value stages were measured in
+    clusters only, NOTES W4A16 59: as plain tiles they are not costed.) `model`: other constants (`plan_us`)."""
+    weight_mb = k64 * 32 * n / 1e6
+    return {v: plan_us(kind, ctas, stage_us[c], v, weight_mb, dram_tbs, model)
+            for c, v, kind, ctas in small_m_plans(pool, m, n, k64, sm_count, clusters, dram_tbs)}
+
+
+def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, sm_count: int, dram_tbs: float) -> float:
+    """The small-M time model's time (us) for `choose`'s cluster-variant pick `config` (`plan_us`)."""
+    limit = next(limit for limit, _ in CONFIGS if m <= limit)
+    stage_us = SMALL_M_STAGE_US[limit][replace(config, cluster_k=1)]
+    return plan_us("cluster", [(-(-(k64 // config.k_sub) // config.cluster_k), ())], stage_us, config,
+                   k64 * 32 * n / 1e6, dram_tbs)
+
+
+def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
+                  dram_tbs: float = 3.35):
+    """(candidate, its config or cluster variant, kind, CTAs) for each plan `small_m_costs` costs: kind "whole" /
+    "stream" (the candidate's own `schedule` on a GPU of `dram_tbs` TB/s) or "cluster" (`cluster_variants`); CTAs:
+    the distinct (stages, parts of each segment it shares with other CTAs) of its CTAs."""
     for c in pool:
         k_stages = k64 // c.k_sub
+        if c.k_sub < 4:
+            grid, stream = schedule(c, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
+            tiles = c.tiles(m, n)
+            ctas = {(sum(k for _, _, k, _, _ in segs), tuple(p for *_, p in segs if p > 1))
+                    for segs in (list(segments(b, grid, tiles, k_stages, stream)) for b in range(grid))}
+            yield c, c, "stream" if stream else "whole", sorted(ctas)
         for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
-            cost[v] = stage_us[c] * (FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP)
-    return cost
+            yield c, v, "cluster", [(-(-k_stages // v.cluster_k), ())]
+
+
+def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb: float, dram_tbs: float,
+            model: dict | None = None) -> float:
+    """A small-M plan's time (us) by the small-M time model (SMALL_M_MODEL's comment; `small_m_plans` for kind and
+    CTAs) on a GPU of `dram_tbs` TB/s peak DRAM (0: unknown, taken as an H100's). `model`: other constants
+    (scripts/w4a16_cost_fit.py), by SMALL_M_MODEL's names."""
+    k = model or SMALL_M_MODEL
+    kb = config.block_m * config.block_n * 4 / 1024  # the tile's fp32 sums
+    fixup, part = (a + b * kb for a, b in (k["stream_fixup_us"], k["stream_part_us"]))
+    dram = k["dram_us_per_mb"] * weight_mb * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
+    busiest = max(stage_us * stages + sum(fixup + part * (p - 1) for p in parts) for stages, parts in ctas)
+    return k[kind] + max(busiest, dram) + (config.cluster_k - 1) * kb * k["cluster_part_us_per_kb"]
 
 
 @functools.lru_cache(maxsize=16)
@@ -466,8 +511,8 @@ STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
 # 4-16 x 28672 x 2048, 16 x 18944 x 2048; w4a16_dram_floor_grid_ab_h100.json, an earlier build). Not for the
 # 256-column tiles: 74 of 16 x 256 (16 x 18944 x 3584) ran 3.7% slower whole than in stream-K shares
 # (w4a16_dram_floor_ab_h100.json; 8 x 256 tied). Not measured for taller or one-consumer tiles, 64-value stages, nor
-# on an H200 (the CTA count scaled by its peak bandwidth). `plan_cost` stays without the floor (a whole-tile plan
-# picked by it costs its K stages there): with it, `choose`'s plain-against-cluster comparisons moved to slower picks.
+# on an H200 (the CTA count scaled by its peak bandwidth). `choose`'s costing (then stage-times, now `plan_us` with
+# its own DRAM term) stays without the floor: with it, its plain-against-cluster comparisons moved to slower picks.
 DRAM_CTAS_PER_TBS = 32
 
 
@@ -485,13 +530,6 @@ def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: 
     stage-times) per segment that shares its tile."""
     segs = list(segments(b, grid, tiles, k_stages, stream))
     return FILL + max(floor, sum(k for _, _, k, _, _ in segs)) + sum(fixup for *_, parts in segs if parts > 1)
-
-
-def plan_cost(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int, dram_tbs: float = 3.35) -> float:
-    """Stage-times of the busiest CTA (`cta_cost`) in the plan `schedule` makes for this config."""
-    grid, stream = schedule(config, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
-    tiles = config.tiles(m, n)
-    return max(cta_cost(b, grid, tiles, k_stages, stream) for b in range(grid))
 
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:

@@ -117,14 +117,22 @@ WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 
 # 4096 x 4096 5.99 -> 5.78, 1 x 8192 x 8192 15.3 -> 13.4, 1 x 2048 x 8192 6.39 -> 5.16, 1 x 4096 x 1024 3.77 -> 3.39, 4 x
 # 2048 x 4096 5.11 -> 4.13, 3 x 2048 x 2048 3.84 -> 3.35; ties at 1 x 8192 x 4096 (9.18 / 9.24) and 8192 x 2048 (M = 1
 # 6.08 / 6.20, M = 2 6.57 / 6.20); where the pick is no cluster plan this kernel stays (1 x 14336 x 4096 13.39 against
-# 13.83). benchmarks/results/w4a16_decode_vs_clusters_h100.json (48 rows of M = 1..8).
-CLUSTER_MIN_VALUES = 1 << 22
+# 13.83). benchmarks/results/w4a16_decode_vs_clusters_h100.json (48 rows of M = 1..8). Since the small-M time model
+# (NOTES W4A16 68) made cluster picks of shapes where this kernel is faster, only where the model's time for the
+# cluster plan (sm90_w4a16.small_m_time) is below DECODE_US: us, and us per MB of int4 weight at 3.35 TB/s (scaled by
+# the GPU's peak), a line fitted to pick the faster kernel over every M = 1..8 shape of a K x N grid where the choice
+# arises (benchmarks/results/w4a16_decode_vs_cluster_grid_h100.json, 151 rows, both forced: 1.0013x the faster's
+# time; always ceding 1.004x, with 1 x 14336 x 1024 in sixes 6.40 against 5.69 us, 1 x 11008 x 512 and 14336 x 512
+# in eights 4.46 / 5.07 against 4.08 / 4.62; any line from (3.0, 0.425) to (3.3, 0.38) picks the same).
+CLUSTER_MIN_VALUES, DECODE_US = 1 << 22, (3.2, 0.40)
 
 
-def cedes_to_clusters(values: int, dram_tbs: float) -> bool:
-    """Whether, unpinned on sm_90, a wgmma pick that splits K in clusters takes a weight of `values` K x N values
-    from this kernel on a GPU of `dram_tbs` TB/s peak DRAM bandwidth (CLUSTER_MIN_VALUES)."""
-    return values >= CLUSTER_MIN_VALUES and 0 < dram_tbs < FAST_DRAM_TBS
+def cedes_to_clusters(values: int, dram_tbs: float, cluster_us: float) -> bool:
+    """Whether, unpinned on sm_90, a wgmma pick that splits K in clusters, `cluster_us` by the small-M time model,
+    takes a weight of `values` K x N values from this kernel on a GPU of `dram_tbs` TB/s peak DRAM bandwidth
+    (CLUSTER_MIN_VALUES, FAST_DRAM_TBS, DECODE_US)."""
+    mine = DECODE_US[0] + DECODE_US[1] * values / 2e6 * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
+    return values >= CLUSTER_MIN_VALUES and 0 < dram_tbs < FAST_DRAM_TBS and cluster_us < mine
 
 
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables

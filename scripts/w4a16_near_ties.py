@@ -1,7 +1,9 @@
 """W4A16 near ties: where `sm90_w4a16.choose`'s two cheapest small-M candidates (plain plans or cluster variants) cost
-within --tol of each other on a K x N grid, the places a stage-time fit is least sure; with a GPU, both are forced and
-timed (CUDA-graph replay, median of 3 interleaved rounds, inputs rotated past L2, bf16, G = 128). How the cluster
-tie rule (`choose`: exact ties go to the cluster variant) was found: benchmarks/results/w4a16_near_tie_probe_h100.json.
+within --tol of each other on a K x N grid, the places the time model is least sure; with a GPU, both are forced and
+timed (CUDA-graph replay, median of 3 interleaved rounds, inputs rotated past L2, bf16, G = 128); with a large --tol
+and --top, every candidate: the data scripts/w4a16_cost_fit.py fits the time model to
+(benchmarks/results/w4a16_small_m_costing_probe_h100.json; the near ties of the stage-time model before it:
+w4a16_near_tie_probe_h100.json).
 
     python scripts/w4a16_near_ties.py --list                      # offline (no GPU): the near ties of an H100
     python scripts/w4a16_near_ties.py --out near_tie_probe.json   # on the GPU: time both candidates of each
@@ -19,34 +21,38 @@ MS = (8, 16, 32, 64)
 H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancyMaxActiveClusters, 132-SM H100
 
 
-def near_ties(tol: float, sm_count: int = 132, clusters: dict | None = None, dram_tbs: float = 3.35):
-    """(m, k, n, cheapest, its cost, runner-up, its cost) where the runner-up costs at most (1 + tol) x the cheapest,
-    costed as `choose` costs the small-M candidates of M's row (on an exact tie the one costed first, the plain plan,
-    is listed first)."""
+def near_ties(tol: float, top: int = 2, sm_count: int = 132, clusters: dict | None = None, dram_tbs: float = 3.35,
+               ms=MS):
+    """(m, k, n, [(config name, cost), ...]): the cheapest `top` candidates, cheapest first, where at least the
+    runner-up costs at most (1 + tol) x the cheapest (the others too), costed as `choose` costs the small-M candidates
+    of M's row (the first is its pick)."""
     from gn_mm import sm90_w4a16 as s
 
     clusters = H100_CLUSTERS if clusters is None else clusters
-    for m, k, n in itertools.product(MS, KS, NS):
+    for m, k, n in itertools.product(ms, KS, NS):
         limit, row = next((lim, cs) for lim, cs in s.CONFIGS if m <= lim)
         stage, max_n, k64 = s.SMALL_M_STAGE_US.get(limit, {}), s.SMALL_M_MAX_N.get(limit, {}), k // 64
         pool = [c for c in row if c in stage and c.problem(128, k64) is None and k64 <= s.MAX_K64.get(c, k64)
                 and n <= max_n.get(c, n)]
         cost = s.small_m_costs(pool, stage, m, n, k64, sm_count, clusters, dram_tbs)
-        best = sorted(cost.items(), key=lambda x: x[1])[:2]
-        if len(best) == 2 and best[1][1] <= best[0][1] * (1 + tol):
-            yield m, k, n, best[0][0].name, round(best[0][1], 3), best[1][0].name, round(best[1][1], 3)
+        near = [(c.name, round(v, 3)) for c, v in sorted(cost.items(), key=lambda x: x[1])[:top]
+                if v <= min(cost.values()) * (1 + tol)]
+        if len(near) > 1:
+            yield m, k, n, near
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tol", type=float, default=0.03)
+    p.add_argument("--top", type=int, default=2, help="the most candidates a shape lists (and times)")
+    p.add_argument("--ms", default=",".join(map(str, MS)), help="rows of M, comma-separated")
     p.add_argument("--list", action="store_true", help="only list the near ties (no GPU)")
     p.add_argument("--out", help="results JSON (with a GPU)")
     args = p.parse_args()
-    ties = list(near_ties(args.tol))
+    ties = list(near_ties(args.tol, args.top, ms=[int(m) for m in args.ms.split(",")]))
     if args.list or not args.out:
-        for t in ties:
-            print(*t)
+        for m, k, n, near in ties:
+            print(m, k, n, *(x for c in near for x in c))
         return
     import torch
 
@@ -61,16 +67,17 @@ def main() -> None:
         by_shape.setdefault((t[1], t[2]), []).append(t)
     for (k, n), ts in by_shape.items():
         ws = _weights(k, n, rotation_sets(k * n // 2 + (k // 128) * n * 2, "cuda"), None)
-        for m, _, _, a, cost_a, b, cost_b in ts:
+        for m, _, _, near in ts:
             acts = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in ws]
-            fns = {c: (lambda c: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=c))(c) for c in (a, b)}
+            fns = {c: (lambda c: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=c))(c) for c, _ in near}
             times = {c: [] for c in fns}
             for r in range(3):
                 for c in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
                     times[c].append(graph_time(fns[c], len(ws), 20, 10)["median_ms"] * 1e3)
-            row = {"m": m, "k": k, "n": n, "pick": a, "pick_cost": cost_a, "runner_up": b, "runner_cost": cost_b,
-                   "pick_us": round(statistics.median(times[a]), 2), "runner_us": round(statistics.median(times[b]), 2)}
-            row["runner_over_pick"] = round(row["runner_us"] / row["pick_us"], 3)
+            row = {"m": m, "k": k, "n": n, "candidates": [
+                {"config": c, "cost": cost, "us": round(statistics.median(times[c]), 2)} for c, cost in near]}
+            best = min(row["candidates"], key=lambda x: x["us"])
+            row["pick_over_fastest"] = round(row["candidates"][0]["us"] / best["us"], 3)
             print(json.dumps(row), flush=True)
             rows.append(row)
         del ws

@@ -1,0 +1,104 @@
+"""Fit the W4A16 small-M time model (sm90_w4a16.SMALL_M_STAGE_US and SMALL_M_MODEL) to forced-plan timings, and score
+a model by the picks it makes: how much slower than the fastest timed candidate `choose`'s pick runs.
+
+    # on the GPU: every candidate `choose` costs, timed, over the K x N grid at the rows' largest M (and a check set)
+    python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 8,16,32,64 --out fit.json
+    python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 4,12,24,48 --out check.json
+    # offline (needs scipy): the fitted constants, and both models' picks on both sets
+    python scripts/w4a16_cost_fit.py fit.json --check check.json
+
+How the model was fitted: NOTES W4A16 68, benchmarks/results/w4a16_small_m_costing_probe_h100.json.
+"""
+
+import argparse
+import json
+import math
+import sys
+
+H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancyMaxActiveClusters, 132-SM H100
+# SMALL_M_MODEL's constants as fitted parameters (a pair: its us and its us per KB of the tile's sums)
+NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "stream_part_us", "cluster_part_us_per_kb")
+
+
+def candidates(path: str):
+    """Per timed (M, K, N): [(row, plain config, cluster variant or config, kind, CTAs, weight MB, us)], the plans as
+    `sm90_w4a16.small_m_plans` describes them (on an H100: 132 SMs, its cluster capacity, 3.35 TB/s)."""
+    from gn_mm import sm90_w4a16 as s
+
+    out = []
+    for r in json.load(open(path))["rows"]:
+        m, k, n = r["m"], r["k"], r["n"]
+        row = next(limit for limit, _ in s.CONFIGS if m <= limit)
+        pool = list(s.SMALL_M_STAGE_US[row])
+        plans = {v.name: (c, v, kind, ctas) for c, v, kind, ctas in
+                 s.small_m_plans(pool, m, n, k // 64, 132, H100_CLUSTERS, 3.35)}
+        out.append([(row, *plans[x["config"]], k * n / 2e6, x["us"]) for x in r["candidates"]])
+    return out
+
+
+def unpack(x, stage_keys):
+    """Parameter vector -> (stage times by (row, config), SMALL_M_MODEL-shaped dict)."""
+    stage = dict(zip(stage_keys, x))
+    rest = list(x[len(stage_keys):])
+    model = dict(zip(NAMES[:4], rest[:4]))
+    model.update(stream_fixup_us=(rest[4], rest[5]), stream_part_us=(rest[6], rest[7]), cluster_part_us_per_kb=rest[8])
+    return stage, model
+
+
+def predict(stage, model, cand) -> float:
+    from gn_mm import sm90_w4a16 as s
+
+    row, c, v, kind, ctas, mb, _ = cand
+    return s.plan_us(kind, ctas, stage[row, c], v, mb, 3.35, model)
+
+
+def regret(sets, stage, model) -> tuple[float, int, float]:
+    """(geometric mean, rows over 5%, worst) of pick time / fastest time, picking the cheapest as `choose` does."""
+    r = []
+    for cands in sets:
+        pick = min(cands, key=lambda c: predict(stage, model, c))
+        r.append(pick[-1] / min(c[-1] for c in cands))
+    return math.exp(sum(map(math.log, r)) / len(r)), sum(q > 1.05 for q in r), max(r)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("fit", help="timings to fit (scripts/w4a16_near_ties.py --out)")
+    p.add_argument("--check", help="timings to score the fit on, not fitted")
+    args = p.parse_args()
+    try:
+        import numpy as np
+        from scipy.optimize import least_squares
+    except ImportError:
+        sys.exit("w4a16_cost_fit.py needs numpy and scipy (pip install scipy)")
+    from gn_mm import sm90_w4a16 as s
+
+    fit = candidates(args.fit)
+    flat = [c for cands in fit for c in cands]
+    stage_keys = sorted({(c[0], c[1]) for c in flat}, key=lambda rc: (rc[0], rc[1].name))
+    x0 = [0.4] * len(stage_keys) + [2.0, 2.0, 2.0, 0.35, 1.0, 0.0, 0.0, 0.01, 0.01]
+
+    def residuals(x):
+        stage, model = unpack(x, stage_keys)
+        return np.array([math.log(predict(stage, model, c) / c[-1]) for c in flat])
+
+    x = [float(v) for v in least_squares(residuals, x0, bounds=(0, 100)).x]
+    stage, model = unpack(x, stage_keys)
+    now = {k: s.SMALL_M_STAGE_US[k[0]][k[1]] for k in stage_keys}, s.SMALL_M_MODEL
+    print(f"{len(flat)} plans of {len(fit)} shapes: rms log error {float(np.sqrt(np.mean(residuals(x) ** 2))):.4f}")
+    for (row, c), v in stage.items():
+        print(f"  SMALL_M_STAGE_US[{row}][{c.name}] = {v:.3f}  (now {now[0][row, c]})")
+    for name, v in model.items():
+        print(f"  SMALL_M_MODEL[{name!r}] = {tuple(round(a, 4) for a in v) if isinstance(v, tuple) else round(v, 4)}"
+              f"  (now {now[1][name]})")
+    for label, path in (("fit", args.fit), ("check", args.check)):
+        if path:
+            sets = fit if path == args.fit else candidates(path)
+            for tag, (st, mo) in (("fitted", (stage, model)), ("current", now)):
+                g, over, worst = regret(sets, st, mo)
+                print(f"{label} set, {tag} model: picks {g:.4f}x the fastest (geomean), {over} over 5%, "
+                      f"worst {worst:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
