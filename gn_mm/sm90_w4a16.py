@@ -187,6 +187,8 @@ def mid_m(m: int) -> bool:
 # found them 3-12% faster at M = 224-1400 (H100, benchmarks/results/w4a16_stages{,128}_probe_h100.json), the A/B of
 # 48 such picks 0.959x (worst 1.005; w4a16_deeper_rings_ab_h100.json); the 256-row tile with a fifth stage was 5-10%
 # slower than with four at M = 512-2048 (w4a16_stages256_probe_h100.json).
+# How the small-M candidates below came to be (the stage times and picks quoted up to SMALL_M_STAGE_US are those of
+# the stage-time costing before the time model, NOTES W4A16 68, which re-fitted every stage time to forced times).
 # M = 9..64 with 128-value stages: beside the 128-column two-consumer tile, a 64-column one-consumer tile. It makes
 # twice the tiles, so K splits into half as many parts, each part's sums are half as large, and it may split K
 # unequally where the 128-column tile of 64 rows takes only aligned splits (11008 x 4096: 64 CTAs); but its stages
@@ -248,10 +250,11 @@ KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # and the whole weight's DRAM time ("dram_us_per_mb" at 3.35 TB/s, scaled by the GPU's peak). A CTA's time: its stages
 # at the tile's stage time (SMALL_M_STAGE_US, by CONFIGS row) plus, for each segment it shares with other CTAs in
 # stream-K, "stream_fixup_us" and "stream_part_us" per other part (each: us, and us per KB of the tile's fp32 sums;
-# the adding CTA reads the parts one after another); a cluster's first CTA takes "cluster_part_us_per_kb" per KB of
+# the adding CTA reads the parts one after another; charged to every CTA of the segment, as fitted); a cluster's
+# first CTA takes "cluster_part_us_per_kb" per KB of
 # sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares on log time) to
 # every costed candidate of 407 (M, K, N) at M = 8 / 16 / 32 / 64, K = 1024-14336, N = 256-14336 on an H100 (2479
-# forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take 1.0026x
+# forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take 1.0025x
 # the fastest candidate's time (the stage-time model before: 1.019x, 43 of them 5-72% slower), 1.0022x on the same
 # grid at M = 4 / 12 / 24 / 48, which the fit did not see.
 SMALL_M_STAGE_US = {
@@ -369,11 +372,10 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
     that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
-    clusters resident at once, from `cluster_capacity`; None: no clusters), the one whose busiest CTA costs least at
-    its stage time (`small_m_costs`: the fastest by the small-M time model on a GPU of `dram_tbs` TB/s peak DRAM);
-    in the MID_M
-    ranges, unless the pick has one consumer, the two-consumer candidate whose best plan `mid_m_plan` costs least
-    (FITTED heights up to MID_M_STREAM_MAX rows)."""
+    clusters resident at once, from `cluster_capacity`; None: no clusters), the one the small-M time model has fastest
+    on a GPU of `dram_tbs` TB/s peak DRAM (`small_m_costs`); in the MID_M ranges, unless the pick has one consumer,
+    the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX
+    rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
     candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
@@ -410,12 +412,18 @@ def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int,
             for c, v, kind, ctas in small_m_plans(pool, m, n, k64, sm_count, clusters, dram_tbs)}
 
 
-def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, sm_count: int, dram_tbs: float) -> float:
-    """The small-M time model's time (us) for `choose`'s cluster-variant pick `config` (`plan_us`)."""
+def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, dram_tbs: float) -> float:
+    """The small-M time model's time (us) for a cluster-variant pick `config` of `choose` at M <= 64 (`plan_us`)."""
     limit = next(limit for limit, _ in CONFIGS if m <= limit)
-    stage_us = SMALL_M_STAGE_US[limit][replace(config, cluster_k=1)]
-    return plan_us("cluster", [(-(-(k64 // config.k_sub) // config.cluster_k), ())], stage_us, config,
-                   k64 * 32 * n / 1e6, dram_tbs)
+    stage_us = SMALL_M_STAGE_US.get(limit, {}).get(replace(config, cluster_k=1))
+    if stage_us is None or config.cluster_k == 1:
+        raise ValueError(f"{config.name} is no small-M cluster variant of M = {m}'s candidates")
+    return plan_us("cluster", cluster_ctas(config, k64), stage_us, config, k64 * 32 * n / 1e6, dram_tbs)
+
+
+def cluster_ctas(config: Sm90W4A16Config, k64: int) -> list:
+    """A cluster variant's CTAs as `small_m_plans` describes them: all alike, an equal share of the tile's stages."""
+    return [(-(-(k64 // config.k_sub) // config.cluster_k), ())]
 
 
 def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
@@ -432,7 +440,7 @@ def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[
                     for segs in (list(segments(b, grid, tiles, k_stages, stream)) for b in range(grid))}
             yield c, c, "stream" if stream else "whole", sorted(ctas)
         for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
-            yield c, v, "cluster", [(-(-k_stages // v.cluster_k), ())]
+            yield c, v, "cluster", cluster_ctas(v, k64)
 
 
 def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb: float, dram_tbs: float,

@@ -202,9 +202,7 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     # The wgmma kernel's own pick (sm_90, unpinned); where it splits K in clusters the decode kernel may cede to it.
     wgmma = sm90_w4a16.choose(m, n, sm_count, group_size, k_stages, sm90_w4a16.cluster_capacity(device.index),
                               dram_tbs) if config is None and arch.cc == 90 else None
-    clustered = wgmma is not None and splits is None and wgmma.cluster_k > 1 and m <= w4a16_decode.MAX_M and \
-        w4a16_decode.cedes_to_clusters(64 * k_stages * n, dram_tbs,
-                                       sm90_w4a16.small_m_time(wgmma, m, n, k_stages, sm_count, dram_tbs))
+    clustered = splits is None and w4a16_decode.cedes_to_clusters(wgmma, m, n, k_stages, dram_tbs)
     if (config is None and not clustered) or isinstance(config, w4a16_decode.DecodeConfig):  # the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
                                    w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,

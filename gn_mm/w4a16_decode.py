@@ -14,6 +14,7 @@ from .arch import Arch
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, INSTR, variant_name
 from .sm90_config import FAST_DRAM_TBS
+from . import sm90_w4a16
 from .sm90_w4a16 import DRAM_CTAS_PER_TBS
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
@@ -127,12 +128,17 @@ WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 
 CLUSTER_MIN_VALUES, DECODE_US = 1 << 22, (3.2, 0.40)
 
 
-def cedes_to_clusters(values: int, dram_tbs: float, cluster_us: float) -> bool:
-    """Whether, unpinned on sm_90, a wgmma pick that splits K in clusters, `cluster_us` by the small-M time model,
-    takes a weight of `values` K x N values from this kernel on a GPU of `dram_tbs` TB/s peak DRAM bandwidth
-    (CLUSTER_MIN_VALUES, FAST_DRAM_TBS, DECODE_US)."""
-    mine = DECODE_US[0] + DECODE_US[1] * values / 2e6 * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
-    return values >= CLUSTER_MIN_VALUES and 0 < dram_tbs < FAST_DRAM_TBS and cluster_us < mine
+def cedes_to_clusters(pick, m: int, n: int, k64: int, dram_tbs: float) -> bool:
+    """Whether, unpinned on sm_90, this kernel leaves M rows of a K x N weight (`k64` 64-value slices of K) to the
+    wgmma kernel's pick `pick` (None: none) on a GPU of `dram_tbs` TB/s peak DRAM bandwidth: a pick that splits K
+    in clusters, M within MAX_M (the rows this kernel takes; the small-M time model covers them), CLUSTER_MIN_VALUES,
+    FAST_DRAM_TBS, and the model's time for the pick (`sm90_w4a16.small_m_time`) under DECODE_US's line."""
+    values = 64 * k64 * n
+    if pick is None or pick.cluster_k == 1 or m > MAX_M or values < CLUSTER_MIN_VALUES or \
+            not 0 < dram_tbs < FAST_DRAM_TBS:
+        return False
+    return sm90_w4a16.small_m_time(pick, m, n, k64, dram_tbs) < \
+        DECODE_US[0] + DECODE_US[1] * values / 2e6 * 3.35 / dram_tbs
 
 
 STATIC_SMEM = 1024  # kept free of the dynamic allocation: the kernel's static __shared__ variables

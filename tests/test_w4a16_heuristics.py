@@ -140,8 +140,8 @@ def test_gemm_config_problems_match_the_kernels_asserts():
 ])
 def test_small_m_tile_by_estimated_time(m, k, n, tile):
     """M = 9..64 with 128-value stages (H100, benchmarks/results/w4a16_m{16,32}_probe_h100.json,
-    w4a16_m64_c1_probe_h100.json, w4a16_m64_32row_probe_h100.json): the tile whose plan costs least at its stage time
-    (sm90_w4a16.SMALL_M_STAGE_US); G = 32 keeps the 256-column tiles of 64-value stages."""
+    w4a16_m64_c1_probe_h100.json, w4a16_m64_32row_probe_h100.json): the tile whose plan the small-M time model has
+    fastest (sm90_w4a16.SMALL_M_MODEL), here without clusters; G = 32 keeps the 256-column tiles of 64-value stages."""
     from gn_mm import sm90_w4a16
 
     got = sm90_w4a16.choose(m, n, 132, 128, k // 64)
@@ -171,9 +171,9 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
     (96, 4096, 1024, "w4a16wg_128x64_c1_s5_x4"),          # fours with a 5-deep ring: 8.5 against 12.1 (8 parts)
     (128, 8192, 4096, "w4a16wg_128x64_c1_s8_x2"),         # 64-stage shares of 128-row tiles: 18.4 against 20.3
     (128, 14336, 4096, "w4a16wg_128x128_c2_s8"),          # 112-stage shares: stream-K (29.1 against 43.5 in pairs)
-    (16, 8192, 6144, "w4a16wg_16x128_c2_s8_k128_x2_p3"),  # a cost tie with stream-K goes to the pairs: 13.8 / 15.5
-    (64, 8192, 256, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # the same tie rule: 5.2 against 6.7
-    (8, 8192, 6144, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # and at M <= 8: 13.0 against 14.9
+    (16, 8192, 6144, "w4a16wg_16x128_c2_s8_k128_x2_p3"),  # pairs 13.8 against 15.5 in stream-K
+    (64, 8192, 256, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # 5.2 against 6.7 in stream-K
+    (8, 8192, 6144, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # 13.0 against 14.9 in stream-K
 ])
 def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
     """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with
@@ -210,14 +210,16 @@ def test_decode_kernel_cedes_to_cluster_plans_on_h100_class_gpus():
     5.99 / 5.78, 8192 x 8192 15.3 / 13.4, 8192 x 6144 15.6 / 13.0; 14336 x 1024 5.75 / 6.47, 11008 x 512 4.09 / 4.55."""
     from gn_mm import sm90_w4a16 as S, w4a16_decode as D
 
-    def cedes(k, n, tbs=3.35):
-        pick = S.choose(1, n, 132, 128, k // 64, H100_CLUSTERS, tbs)
-        return pick.cluster_k > 1 and D.cedes_to_clusters(k * n, tbs, S.small_m_time(pick, 1, n, k // 64, 132, tbs))
+    def cedes(k, n, tbs=3.35, m=1):
+        return D.cedes_to_clusters(S.choose(m, n, 132, 128, k // 64, H100_CLUSTERS, tbs), m, n, k // 64, tbs)
 
     assert cedes(4096, 4096) and cedes(8192, 8192) and cedes(8192, 6144) and cedes(2048, 2048)
     assert not cedes(14336, 1024) and not cedes(11008, 512) and not cedes(14336, 512)
     assert not cedes(2048, 1024)  # 2M values
-    assert not cedes(4096, 4096, 4.8) and not D.cedes_to_clusters(4096 * 4096, 0.0, 1.0)
+    assert not cedes(4096, 4096, 4.8) and not cedes(4096, 4096, 0.0)
+    assert not cedes(4096, 4096, m=16)  # past the rows the decode kernel takes (a cluster pick there too)
+    assert S.choose(70, 4096, 132, 128, 64, H100_CLUSTERS).cluster_k > 1 and not cedes(4096, 4096, m=70)  # 128 rows
+    assert not D.cedes_to_clusters(None, 1, 4096, 64, 3.35)
 
 
 @pytest.mark.parametrize("probe", ["probe", "check"])
