@@ -4,7 +4,8 @@ a model by the picks it makes: how much slower than the fastest timed candidate 
     # on the GPU: every candidate `choose` costs, timed, over the K x N grid at the rows' largest M (and a check set)
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 8,16,32,64 --out fit.json
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 4,12,24,48 --out check.json
-    # offline (needs scipy): the fitted constants, and both models' picks on both sets
+    # offline (needs scipy): the fitted constants, and both models' picks on both sets (several files each may be given;
+    # --stages-only keeps SMALL_M_MODEL and fits the stage times alone)
     python scripts/w4a16_cost_fit.py fit.json --check check.json
 
 How the model was fitted: NOTES W4A16 68, benchmarks/results/w4a16_small_m_costing_probe_h100.json.
@@ -63,8 +64,9 @@ def regret(sets, stage, model) -> tuple[float, int, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("fit", help="timings to fit (scripts/w4a16_near_ties.py --out)")
-    p.add_argument("--check", help="timings to score the fit on, not fitted")
+    p.add_argument("fit", nargs="+", help="timings to fit (scripts/w4a16_near_ties.py --out)")
+    p.add_argument("--check", nargs="*", default=[], help="timings to score the fit on, not fitted")
+    p.add_argument("--stages-only", action="store_true", help="fit the stage times only (SMALL_M_MODEL as it is)")
     args = p.parse_args()
     try:
         import numpy as np
@@ -73,31 +75,37 @@ def main() -> None:
         sys.exit("w4a16_cost_fit.py needs numpy and scipy (pip install scipy)")
     from gn_mm import sm90_w4a16 as s
 
-    fit = candidates(args.fit)
-    flat = [c for cands in fit for c in cands]
+    sets = {path: candidates(path) for path in args.fit + args.check}
+    flat = [c for path in args.fit for cands in sets[path] for c in cands]
     stage_keys = sorted({(c[0], c[1]) for c in flat}, key=lambda rc: (rc[0], rc[1].name))
-    x0 = [0.4] * len(stage_keys) + [2.0, 2.0, 2.0, 0.35, 1.0, 0.0, 0.0, 0.01, 0.01]
+    m = s.SMALL_M_MODEL
+    now_model = [m[k] for k in NAMES[:4]] + [*m["stream_fixup_us"], *m["stream_part_us"], m["cluster_part_us_per_kb"]]
+    x0 = [0.4] * len(stage_keys) + ([] if args.stages_only else [2.0, 2.0, 2.0, 0.35, 1.0, 0.0, 0.0, 0.01, 0.01])
+
+    def full(x):
+        return list(x) + (now_model if args.stages_only else [])
 
     def residuals(x):
-        stage, model = unpack(x, stage_keys)
+        stage, model = unpack(full(x), stage_keys)
         return np.array([math.log(predict(stage, model, c) / c[-1]) for c in flat])
 
     x = [float(v) for v in least_squares(residuals, x0, bounds=(0, 100)).x]
-    stage, model = unpack(x, stage_keys)
-    now = {k: s.SMALL_M_STAGE_US[k[0]][k[1]] for k in stage_keys}, s.SMALL_M_MODEL
-    print(f"{len(flat)} plans of {len(fit)} shapes: rms log error {float(np.sqrt(np.mean(residuals(x) ** 2))):.4f}")
+    stage, model = unpack(full(x), stage_keys)
+    # (a row or tile the library does not cost yet: its fitted stage time, to score the library's other constants)
+    now = {k: s.SMALL_M_STAGE_US.get(k[0], {}).get(k[1], stage[k]) for k in stage_keys}, s.SMALL_M_MODEL
+    rms = float(np.sqrt(np.mean(residuals(x) ** 2)))
+    print(f"{len(flat)} plans of {sum(len(sets[p]) for p in args.fit)} shapes: rms log error {rms:.4f}")
     for (row, c), v in stage.items():
         print(f"  SMALL_M_STAGE_US[{row}][{c.name}] = {v:.3f}  (now {now[0][row, c]})")
     for name, v in model.items():
         print(f"  SMALL_M_MODEL[{name!r}] = {tuple(round(a, 4) for a in v) if isinstance(v, tuple) else round(v, 4)}"
               f"  (now {now[1][name]})")
-    for label, path in (("fit", args.fit), ("check", args.check)):
-        if path:
-            sets = fit if path == args.fit else candidates(path)
-            for tag, (st, mo) in (("fitted", (stage, model)), ("current", now)):
-                g, over, worst = regret(sets, st, mo)
-                print(f"{label} set, {tag} model: picks {g:.4f}x the fastest (geomean), {over} over 5%, "
-                      f"worst {worst:.3f}x")
+    for path, cands in sets.items():
+        for tag, (st, mo) in (("fitted", (stage, model)), ("current", now)):
+            g, over, worst = regret(cands, st, mo)
+            label = "fit" if path in args.fit else "check"
+            print(f"{label} {path}, {tag} model: picks {g:.4f}x the fastest (geomean), {over} over 5%, "
+                  f"worst {worst:.3f}x")
 
 
 if __name__ == "__main__":
