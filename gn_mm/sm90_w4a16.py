@@ -251,21 +251,33 @@ KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # at the tile's stage time (SMALL_M_STAGE_US, by CONFIGS row) plus, for each segment it shares with other CTAs in
 # stream-K, "stream_fixup_us" and "stream_part_us" per other part (each: us, and us per KB of the tile's fp32 sums;
 # the adding CTA reads the parts one after another; charged to every CTA of the segment, as fitted); a cluster's
-# first CTA takes "cluster_part_us_per_kb" per KB of
-# sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares on log time) to
-# every costed candidate of 407 (M, K, N) at M = 8 / 16 / 32 / 64, K = 1024-14336, N = 256-14336 on an H100 (2479
-# forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take 1.0025x
-# the fastest candidate's time (the stage-time model before: 1.019x, 43 of them 5-72% slower), 1.0022x on the same
-# grid at M = 4 / 12 / 24 / 48, which the fit did not see.
+# first CTA takes "cluster_part_us_per_kb" per KB of sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares
+# on log time) to every costed candidate of 407 (M, K, N) at M = 8 / 16 / 32 / 64, K = 1024-14336, N = 256-14336 on an
+# H100 (2479 forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take
+# 1.0025x the fastest candidate's time (the stage-time model before: 1.019x, 43 of them 5-72% slower), 1.0022x on the
+# same grid at M = 4 / 12 / 24 / 48, which the fit did not see. The 128-row tiles (M = 65..128) have their own
+# constants (TALL_MODEL) and stage times, fitted the same way: picks 1.0012x the fastest on the K x N grid at M = 80 /
+# 128 and 96 / 112 (the rounds rule and stage-time clusters before: 1.025x, 39 of 168 over 5%, up to 1.26x), and the
+# fastest everywhere over N = 16384-28672 at M = 80 / 96 / 112 / 128 and at K = 2560 / 3584 (before: 1.015x there).
 SMALL_M_STAGE_US = {
     8: {C(8, 2, 1, 8, 2, prefetch=3): 0.339, KSPLIT_8: 0.420},
     16: {C(16, 1, 1, 8, 2, prefetch=3): 0.274, C(16, 2, 1, 8, 2, prefetch=3): 0.357, KSPLIT_16: 0.449},
     32: {C(32, 1, 1, 8, 2, prefetch=2): 0.293, C(32, 2, 1, 8, 2, prefetch=2): 0.389,
          C(32, 1, 1, 4, 4, prefetch=1): 0.496},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.331, C(64, 2, 1, 7, 2, prefetch=2): 0.484,
-         C(32, 1, 1, 8, 2, prefetch=2): 0.294, C(64, 1, 1, 4, 4, prefetch=1): 0.589}}
+         C(32, 1, 1, 8, 2, prefetch=2): 0.294, C(64, 1, 1, 4, 4, prefetch=1): 0.589},
+    128: {C(128, 1, 1, 8): 0.229, C(128, 2, 1, 8): 0.360}}
 SMALL_M_MODEL = {"whole": 1.99, "stream": 2.20, "cluster": 1.85, "dram_us_per_mb": 0.390,
                  "stream_fixup_us": (1.05, 0.0436), "stream_part_us": (0.024, 0.0094), "cluster_part_us_per_kb": 0.0179}
+# The 128-row tiles' own constants (NOTES W4A16 69): fitted to theirs alone (996 plans of 264 shapes at M = 80 / 128:
+# the K x N grid, N = 16384-28672 at K = 2048-8192 and K = 2560 / 3584; 3.4% rms error;
+# w4a16_mid_m_costing_{probe,wide,k3584}_h100.json). With the small tiles' constants their stream-K fix-ups of 64 KB
+# of sums cost too much, and without "tile_us" (each further tile a CTA takes: its epilogue and the ring's refill)
+# three rounds of 128 x 64 whole tiles looked as fast as 128 x 128 in stream-K at N = 18944-22016, K = 2048 (25.3-25.9
+# against 20.6-23.6 us measured; the rounds rule before had those right). The small tiles' fit found no such cost.
+TALL_MODEL = {"whole": 2.65, "stream": 3.73, "cluster": 2.43, "dram_us_per_mb": 0.110,
+              "stream_fixup_us": (0.0, 0.0324), "stream_part_us": (0.650, 0.0029), "cluster_part_us_per_kb": 0.0169,
+              "tile_us": 0.36}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
@@ -312,7 +324,7 @@ def large_weight(n: int, k64: int) -> bool:
 
 # Tiles split inside a cluster (`cluster_k`): the CTAs of a cluster take equal aligned shares of one tile's K and the
 # others push their sums into the first's shared memory, so a fix-up costs less than a stream-K fix-up through L2
-# (then costed as CLUSTER_FIXUP against FIXUP stage-times; at M <= 64 now by the small-M time model, SMALL_M_MODEL).
+# (costed by the small-M time model, SMALL_M_MODEL; before it, 1 against FIXUP's 5 stage-times).
 # Where every tile's cluster is resident at once, `choose` costs the cluster variants of the SMALL_M_STAGE_US
 # candidates beside them, with shares of at most CLUSTER_MAX_SHARE 64-value slices of K. That
 # trades SMs for fix-ups: fewer, longer parts (H100, CUDA-graph replay, 3 interleaved rounds, us, heuristic before ->
@@ -326,19 +338,15 @@ def large_weight(n: int, k64: int) -> bool:
 # small tiles' on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing
 # (64 x 11008 x 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1;
 # 32 x 8192 x 8192, 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
-CLUSTER_FIXUP, CLUSTER_MAX_SHARE = 1, 64
+CLUSTER_MAX_SHARE = 64
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
-# M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): the rounds pick against its cluster variants, with
-# a ring as deep as fits beside the receive slots (CLUSTER_MIN_RING stages at least). A stream-K fix-up of these tiles
-# costs about MID_CLUSTER_PART stage-times a part more than the on-chip one (128 x 64 tiles, a stage ~0.16 us: 1.7 /
-# 2.4 / 5.1 us more for 2 / 4 / 8 parts). H100, us, heuristic -> cluster variant: 128 x 4096 x 4096 12.86 -> 11.45
-# (pairs), 128 x 2048 x 4096 9.35 -> 7.35, 128 x 4096 x 2048 10.98 -> 9.54 (threes, 7 stages), 128 x 4096 x 1024 12.35
-# -> 8.55 (fours, 5 stages), 128 x 1024 x 4096 7.32 -> 5.14, 128 x 3072 x 3072 10.96 -> 9.47
-# (benchmarks/results/w4a16_cluster_k_midm_probe_h100.json, before the kernel's cluster barrier moved: NOTES W4A16 58).
-CLUSTER_MIN_RING, MID_CLUSTER_PART = 4, 4
-# Their larger fix-ups pay for longer shares: 128 x 8192 x 4096 (64 stages a CTA) 20.3 us in stream-K, 18.4 in pairs.
-MID_CLUSTER_MAX_SHARE = 64  # 64-value slices (these tiles' stages)
+# M = 65..128 (CONFIGS' 128-row tiles, 32 KB+ of sums per consumer): costed like M <= 64 (SMALL_M_STAGE_US[128]), their
+# cluster variants with a ring as deep as fits beside the receive slots (CLUSTER_MIN_RING stages at least). The cluster
+# variants first measured there (H100, us, the rounds rule's plain plan -> cluster variant: 128 x 4096 x 4096 12.86 ->
+# 11.45 in pairs, 128 x 4096 x 1024 12.35 -> 8.55 in fours with 5 stages; w4a16_cluster_k_midm_probe_h100.json) were
+# picked by stage-times until NOTES W4A16 69.
+CLUSTER_MIN_RING = 4
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
@@ -389,16 +397,6 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
                    key=lambda c: mid_m_plan(c, m, n, k64 // c.k_sub, sm_count)[0])
-    if clusters and best.block_m >= 128 and not mid_m(m):  # M = 65..128 (MID_CLUSTER_PART)
-        k_stages = k64 // best.k_sub
-        grid, stream = schedule(best, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
-        tiles = best.tiles(m, n)
-        parts = max(p for b in range(grid) for *_, p in segments(b, grid, tiles, k_stages, stream))
-        cost = {best: max(cta_cost(b, grid, tiles, k_stages, stream, MID_CLUSTER_PART * parts) for b in range(grid))}
-        for v in cluster_variants(best, m, n, k_stages, sm_count, clusters, shrink=True,
-                                  max_share=MID_CLUSTER_MAX_SHARE):
-            cost[v] = FILL + -(-k_stages // v.cluster_k) + CLUSTER_FIXUP
-        return min(cost, key=cost.get)
     return best
 
 
@@ -423,7 +421,7 @@ def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, dram_tbs: fl
 
 def cluster_ctas(config: Sm90W4A16Config, k64: int) -> list:
     """A cluster variant's CTAs as `small_m_plans` describes them: all alike, an equal share of the tile's stages."""
-    return [(-(-(k64 // config.k_sub) // config.cluster_k), ())]
+    return [(-(-(k64 // config.k_sub) // config.cluster_k), (), 1)]
 
 
 def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
@@ -436,10 +434,11 @@ def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[
         if c.k_sub < 4:
             grid, stream = schedule(c, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
             tiles = c.tiles(m, n)
-            ctas = {(sum(k for _, _, k, _, _ in segs), tuple(p for *_, p in segs if p > 1))
+            ctas = {(sum(k for _, _, k, _, _ in segs), tuple(p for *_, p in segs if p > 1), len(segs))
                     for segs in (list(segments(b, grid, tiles, k_stages, stream)) for b in range(grid))}
             yield c, c, "stream" if stream else "whole", sorted(ctas)
-        for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}):
+        # (the 128-row tiles' receive slots need a shallower ring: CLUSTER_MIN_RING)
+        for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}, shrink=c.block_m >= 128):
             yield c, v, "cluster", cluster_ctas(v, k64)
 
 
@@ -448,11 +447,12 @@ def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb
     """A small-M plan's time (us) by the small-M time model (SMALL_M_MODEL's comment; `small_m_plans` for kind and
     CTAs) on a GPU of `dram_tbs` TB/s peak DRAM (0: unknown, taken as an H100's). `model`: other constants
     (scripts/w4a16_cost_fit.py), by SMALL_M_MODEL's names."""
-    k = model or SMALL_M_MODEL
+    k = model or (TALL_MODEL if config.block_m >= 128 else SMALL_M_MODEL)
     kb = config.block_m * config.block_n * 4 / 1024  # the tile's fp32 sums
     fixup, part = (a + b * kb for a, b in (k["stream_fixup_us"], k["stream_part_us"]))
     dram = k["dram_us_per_mb"] * weight_mb * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
-    busiest = max(stage_us * stages + sum(fixup + part * (p - 1) for p in parts) for stages, parts in ctas)
+    busiest = max(stage_us * stages + sum(fixup + part * (p - 1) for p in parts) + k.get("tile_us", 0.0) * (segs - 1)
+                  for stages, parts, segs in ctas)
     return k[kind] + max(busiest, dram) + (config.cluster_k - 1) * kb * k["cluster_part_us_per_kb"]
 
 
@@ -602,10 +602,8 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
 # and the two kernel variants each is compile-checked in (the cluster code is the epilogue's; the main loop of every
 # variant is the plain config's): bf16 with zero points (the most shared memory), fp16 per-channel.
 CLUSTER_CONFIGS = tuple(dict.fromkeys(
-    [v for c in dict.fromkeys(c for row in SMALL_M_STAGE_US.values() for c in row) for p in CLUSTER_SIZES
-     if (v := _fitted_ring(replace(c, cluster_k=p), False))] +
-    [v for limit, row in CONFIGS if 64 < limit <= 128 for c in row for p in CLUSTER_SIZES
-     if (v := _fitted_ring(replace(c, cluster_k=p), True))]))
+    v for c in dict.fromkeys(c for row in SMALL_M_STAGE_US.values() for c in row) for p in CLUSTER_SIZES
+    if (v := _fitted_ring(replace(c, cluster_k=p), c.block_m >= 128))))  # (shrink: as `small_m_plans`)
 CLUSTER_VARIANTS = ((torch.bfloat16, 128, True), (torch.float16, 0, False))
 
 

@@ -5,7 +5,8 @@ a model by the picks it makes: how much slower than the fastest timed candidate 
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 8,16,32,64 --out fit.json
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 4,12,24,48 --out check.json
     # offline (needs scipy): the fitted constants, and both models' picks on both sets (several files each may be given;
-    # --stages-only keeps SMALL_M_MODEL and fits the stage times alone)
+    # --stages-only keeps the library's constants and fits the stage times alone; fit the 128-row tiles, which have
+    # their own constants (TALL_MODEL), apart from the smaller ones)
     python scripts/w4a16_cost_fit.py fit.json --check check.json
 
 How the model was fitted: NOTES W4A16 68, benchmarks/results/w4a16_small_m_costing_probe_h100.json.
@@ -18,7 +19,8 @@ import sys
 
 H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancyMaxActiveClusters, 132-SM H100
 # SMALL_M_MODEL's constants as fitted parameters (a pair: its us and its us per KB of the tile's sums)
-NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "stream_part_us", "cluster_part_us_per_kb")
+NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "stream_part_us", "cluster_part_us_per_kb",
+         "tile_us")
 
 
 def candidates(path: str):
@@ -42,7 +44,8 @@ def unpack(x, stage_keys):
     stage = dict(zip(stage_keys, x))
     rest = list(x[len(stage_keys):])
     model = dict(zip(NAMES[:4], rest[:4]))
-    model.update(stream_fixup_us=(rest[4], rest[5]), stream_part_us=(rest[6], rest[7]), cluster_part_us_per_kb=rest[8])
+    model.update(stream_fixup_us=(rest[4], rest[5]), stream_part_us=(rest[6], rest[7]), cluster_part_us_per_kb=rest[8],
+                 tile_us=rest[9])
     return stage, model
 
 
@@ -78,9 +81,11 @@ def main() -> None:
     sets = {path: candidates(path) for path in args.fit + args.check}
     flat = [c for path in args.fit for cands in sets[path] for c in cands]
     stage_keys = sorted({(c[0], c[1]) for c in flat}, key=lambda rc: (rc[0], rc[1].name))
-    m = s.SMALL_M_MODEL
-    now_model = [m[k] for k in NAMES[:4]] + [*m["stream_fixup_us"], *m["stream_part_us"], m["cluster_part_us_per_kb"]]
-    x0 = [0.4] * len(stage_keys) + ([] if args.stages_only else [2.0, 2.0, 2.0, 0.35, 1.0, 0.0, 0.0, 0.01, 0.01])
+    # the library's constants for these tiles (`plan_us`: the 128-row tiles have their own; fit them apart)
+    m = s.TALL_MODEL if flat[0][1].block_m >= 128 else s.SMALL_M_MODEL
+    now_model = [m[k] for k in NAMES[:4]] + [*m["stream_fixup_us"], *m["stream_part_us"], m["cluster_part_us_per_kb"],
+                                              m.get("tile_us", 0.0)]
+    x0 = [0.4] * len(stage_keys) + ([] if args.stages_only else [2.0, 2.0, 2.0, 0.35, 1.0, 0.0, 0.0, 0.01, 0.01, 0.5])
 
     def full(x):
         return list(x) + (now_model if args.stages_only else [])
@@ -92,14 +97,15 @@ def main() -> None:
     x = [float(v) for v in least_squares(residuals, x0, bounds=(0, 100)).x]
     stage, model = unpack(full(x), stage_keys)
     # (a row or tile the library does not cost yet: its fitted stage time, to score the library's other constants)
-    now = {k: s.SMALL_M_STAGE_US.get(k[0], {}).get(k[1], stage[k]) for k in stage_keys}, s.SMALL_M_MODEL
+    now = {k: s.SMALL_M_STAGE_US.get(k[0], {}).get(k[1], stage[k]) for k in stage_keys}, None  # (plan_us's own)
     rms = float(np.sqrt(np.mean(residuals(x) ** 2)))
     print(f"{len(flat)} plans of {sum(len(sets[p]) for p in args.fit)} shapes: rms log error {rms:.4f}")
     for (row, c), v in stage.items():
         print(f"  SMALL_M_STAGE_US[{row}][{c.name}] = {v:.3f}  (now {now[0][row, c]})")
+    table = "TALL_MODEL" if m is s.TALL_MODEL else "SMALL_M_MODEL"
     for name, v in model.items():
-        print(f"  SMALL_M_MODEL[{name!r}] = {tuple(round(a, 4) for a in v) if isinstance(v, tuple) else round(v, 4)}"
-              f"  (now {now[1][name]})")
+        v = tuple(round(a, 4) for a in v) if isinstance(v, tuple) else round(v, 4)
+        print(f"  {table}[{name!r}] = {v}  (now {m.get(name)})")
     for path, cands in sets.items():
         for tag, (st, mo) in (("fitted", (stage, model)), ("current", now)):
             g, over, worst = regret(cands, st, mo)

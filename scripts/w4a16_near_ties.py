@@ -22,14 +22,14 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 
 def near_ties(tol: float, top: int = 2, sm_count: int = 132, clusters: dict | None = None, dram_tbs: float = 3.35,
-               ms=MS):
+               ms=MS, ks=KS, ns=NS):
     """(m, k, n, [(config name, cost), ...]): the cheapest `top` candidates, cheapest first, where at least the
     runner-up costs at most (1 + tol) x the cheapest (the others too), costed as `choose` costs the small-M candidates
     of M's row (the first is its pick)."""
     from gn_mm import sm90_w4a16 as s
 
     clusters = H100_CLUSTERS if clusters is None else clusters
-    for m, k, n in itertools.product(ms, KS, NS):
+    for m, k, n in itertools.product(ms, ks, ns):
         limit, row = next((lim, cs) for lim, cs in s.CONFIGS if m <= lim)
         stage, max_n, k64 = s.SMALL_M_STAGE_US.get(limit, {}), s.SMALL_M_MAX_N.get(limit, {}), k // 64
         pool = [c for c in row if c in stage and c.problem(128, k64) is None and k64 <= s.MAX_K64.get(c, k64)
@@ -46,10 +46,13 @@ def main() -> None:
     p.add_argument("--tol", type=float, default=0.03)
     p.add_argument("--top", type=int, default=2, help="the most candidates a shape lists (and times)")
     p.add_argument("--ms", default=",".join(map(str, MS)), help="rows of M, comma-separated")
+    p.add_argument("--ks", default=",".join(map(str, KS)), help="K values, comma-separated")
+    p.add_argument("--ns", default=",".join(map(str, NS)), help="N values, comma-separated")
     p.add_argument("--list", action="store_true", help="only list the near ties (no GPU)")
     p.add_argument("--out", help="results JSON (with a GPU)")
     args = p.parse_args()
-    ties = list(near_ties(args.tol, args.top, ms=[int(m) for m in args.ms.split(",")]))
+    ints = lambda text: [int(v) for v in text.split(",")]  # noqa: E731
+    ties = list(near_ties(args.tol, args.top, ms=ints(args.ms), ks=ints(args.ks), ns=ints(args.ns)))
     if args.list or not args.out:
         for m, k, n, near in ties:
             print(m, k, n, *(x for c in near for x in c))
