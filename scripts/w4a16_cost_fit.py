@@ -15,9 +15,12 @@ How the model was fitted: NOTES W4A16 68, benchmarks/results/w4a16_small_m_costi
 import argparse
 import json
 import math
+import pathlib
 import sys
 
-H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancyMaxActiveClusters, 132-SM H100
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from w4a16_near_ties import H100_CLUSTERS  # noqa: E402  (the cluster capacity the probes were listed with)
+
 # SMALL_M_MODEL's constants as fitted parameters (a pair: its us and its us per KB of the tile's sums)
 NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "stream_part_us", "cluster_part_us_per_kb",
          "tile_us")
