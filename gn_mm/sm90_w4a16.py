@@ -15,7 +15,7 @@ from .arch import Arch
 from .errors import LayoutError
 from .runtime import KernelSpec
 from .sm80_w4a16 import ACT_KIND, kernel_group_size, variant_name
-from .sm90_config import SMEM_LIMIT, leaves_idle
+from .sm90_config import SMEM_LIMIT
 from .split_k import tickets
 from .w4a16_formats import W4A16Weight, zero_bits
 
@@ -245,39 +245,38 @@ def mid_m(m: int) -> bool:
 # 0.43) also took shapes where those clusters lose 3-10% (32 x 8192 x 3072 in pairs, 64 x 2048 x 2048 in threes).
 KSPLIT_8 = C(8, 2, 1, 8, 4, prefetch=1, ksplit=True)
 KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
-# The small-M time model (`small_m_costs`, `plan_us`; NOTES W4A16 68), SMALL_M_MODEL's constants in us. A plan takes
-# its kind's constant ("whole", "stream", "cluster": launch, fill, epilogue) plus the longer of its busiest CTA's time
-# and the whole weight's DRAM time ("dram_us_per_mb" at 3.35 TB/s, scaled by the GPU's peak). A CTA's time: its stages
-# at the tile's stage time (SMALL_M_STAGE_US, by CONFIGS row) plus, for each segment it shares with other CTAs in
-# stream-K, "stream_fixup_us" and "stream_part_us" per other part (each: us, and us per KB of the tile's fp32 sums;
-# the adding CTA reads the parts one after another; charged to every CTA of the segment, as fitted); a cluster's
-# first CTA takes "cluster_part_us_per_kb" per KB of sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares
-# on log time) to every costed candidate of 407 (M, K, N) at M = 8 / 16 / 32 / 64, K = 1024-14336, N = 256-14336 on an
-# H100 (2479 forced plans, benchmarks/results/w4a16_small_m_costing_probe_h100.json): 4.6% rms error; its picks take
-# 1.0025x the fastest candidate's time (the stage-time model before: 1.019x, 43 of them 5-72% slower), 1.0022x on the
-# same grid at M = 4 / 12 / 24 / 48, which the fit did not see. The 128-row tiles (M = 65..128) have their own
-# constants (TALL_MODEL) and stage times, fitted the same way: picks 1.0012x the fastest on the K x N grid at M = 80 /
-# 128 and 96 / 112 (the rounds rule and stage-time clusters before: 1.025x, 39 of 168 over 5%, up to 1.26x), and the
-# fastest everywhere over N = 16384-28672 at M = 80 / 96 / 112 / 128 and at K = 2560 / 3584 (before: 1.015x there).
+# The small-M time model (`small_m_costs`, `plan_us`; NOTES W4A16 68, 70), SMALL_M_MODEL's constants in us. A plan
+# takes its kind's constant ("whole", "stream", "cluster": launch, fill, epilogue), plus the longer of its busiest CTA's
+# stream and the whole weight's DRAM time ("dram_us_per_mb" at 3.35 TB/s, scaled by the GPU's peak), plus the fix-ups
+# that follow the stream. A CTA's stream: its stages at the tile's stage time (SMALL_M_STAGE_US, by CONFIGS row) and
+# "tile_us" per further tile it takes; its fix-ups, for each segment it shares with other CTAs in stream-K:
+# "stream_fixup_us" and "stream_part_us" per other part (each: us, and us per KB of the tile's fp32 sums; the adding CTA
+# reads the parts one after another); the busiest CTA's count. A cluster's first CTA takes "cluster_part_us_per_kb"
+# per KB of sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares on log time) to every plan `choose` costs
+# (each candidate with each of its `plain_plans` grids, and its cluster variants) at 432 (M, K, N), M = 8 / 16 / 32 /
+# 64, K = 1024-14336, N = 256-14336 on an H100 (6663 forced plans, w4a16_small_m_grids_probe_h100.json in
+# benchmarks/results): 4.7% rms error; its picks take 1.0024x the fastest plan's time, the same on the grid at M = 4 /
+# 12 / 24 / 48, which the fit did not see (_check). (The stage-time costing before the time model: 1.019x the fastest
+# candidate, each with one grid.) The 128-row tiles (M = 65..128) have their own constants (TALL_MODEL) and stage
+# times, fitted the same way.
 SMALL_M_STAGE_US = {
-    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.339, KSPLIT_8: 0.420},
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.274, C(16, 2, 1, 8, 2, prefetch=3): 0.357, KSPLIT_16: 0.449},
-    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.293, C(32, 2, 1, 8, 2, prefetch=2): 0.389,
-         C(32, 1, 1, 4, 4, prefetch=1): 0.496},
-    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.331, C(64, 2, 1, 7, 2, prefetch=2): 0.484,
-         C(32, 1, 1, 8, 2, prefetch=2): 0.294, C(64, 1, 1, 4, 4, prefetch=1): 0.589},
-    128: {C(128, 1, 1, 8): 0.229, C(128, 2, 1, 8): 0.360}}
-SMALL_M_MODEL = {"whole": 1.99, "stream": 2.20, "cluster": 1.85, "dram_us_per_mb": 0.390,
-                 "stream_fixup_us": (1.05, 0.0436), "stream_part_us": (0.024, 0.0094), "cluster_part_us_per_kb": 0.0179}
-# The 128-row tiles' own constants (NOTES W4A16 69): fitted to theirs alone (996 plans of 264 shapes at M = 80 / 128:
-# the K x N grid, N = 16384-28672 at K = 2048-8192 and K = 2560 / 3584; 3.4% rms error;
-# w4a16_mid_m_costing_{probe,wide,k3584}_h100.json). With the small tiles' constants their stream-K fix-ups of 64 KB
-# of sums cost too much, and without "tile_us" (each further tile a CTA takes: its epilogue and the ring's refill)
-# three rounds of 128 x 64 whole tiles looked as fast as 128 x 128 in stream-K at N = 18944-22016, K = 2048 (25.3-25.9
-# against 20.6-23.6 us measured; the rounds rule before had those right). The small tiles' fit found no such cost.
-TALL_MODEL = {"whole": 2.65, "stream": 3.73, "cluster": 2.43, "dram_us_per_mb": 0.110,
-              "stream_fixup_us": (0.0, 0.0324), "stream_part_us": (0.650, 0.0029), "cluster_part_us_per_kb": 0.0169,
-              "tile_us": 0.36}
+    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.328, KSPLIT_8: 0.402},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.264, C(16, 2, 1, 8, 2, prefetch=3): 0.340, KSPLIT_16: 0.433},
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.280, C(32, 2, 1, 8, 2, prefetch=2): 0.360,
+         C(32, 1, 1, 4, 4, prefetch=1): 0.480},
+    64: {C(64, 1, 1, 8, 2, prefetch=2): 0.320, C(64, 2, 1, 7, 2, prefetch=2): 0.478,
+         C(32, 1, 1, 8, 2, prefetch=2): 0.277, C(64, 1, 1, 4, 4, prefetch=1): 0.577},
+    128: {C(128, 1, 1, 8): 0.225, C(128, 2, 1, 8): 0.350}}
+SMALL_M_MODEL = {"whole": 1.871, "stream": 2.499, "cluster": 1.936, "dram_us_per_mb": 0.401,
+                 "stream_fixup_us": (0.680, 0.0314), "stream_part_us": (0.0152, 0.0103),
+                 "cluster_part_us_per_kb": 0.0180, "tile_us": 0.332}
+# The 128-row tiles' own constants (NOTES W4A16 69, 70): fitted to theirs alone (3250 plans of 216 shapes at M = 80 /
+# 128 over the K x N grid above, w4a16_mid_m_grids_probe_h100.json; 6.7% rms error; picks 1.0028x the fastest, 1.0025x
+# at M = 96 / 112). With the small tiles' constants their stream-K fix-ups of 64 KB of sums cost too much. At K = 11008
+# / 14336 and N <= 2048 the one-consumer 128 x 64 tiles win there (in clusters of 4 or whole: MAX_K64 does not apply).
+TALL_MODEL = {"whole": 2.194, "stream": 5.039, "cluster": 2.477, "dram_us_per_mb": 0.701,
+              "stream_fixup_us": (0.0, 0.0), "stream_part_us": (0.413, 0.0063), "cluster_part_us_per_kb": 0.0173,
+              "tile_us": 0.053}
 SMALL_M_MAX_N = {64: {C(32, 1, 1, 8, 2, prefetch=2): 1024}}  # the most columns a costed candidate takes, by row
 FITTED = (C(144, 2, 1, 7), C(160, 2, 1, 7), C(168, 2, 1, 7), C(200, 2, 1, 6), C(224, 2, 1, 5))
 CONFIGS = (
@@ -296,11 +295,13 @@ CONFIGS = (
 )
 
 
-# Candidates `choose` takes only up to this many 64-value slices of K. 128 x 64 tiles with one consumer for M =
-# 65..256: twice the tiles of 128 x 128 ones, so K splits only half as often (4096 x 4096 M = 256: 128 whole tiles
+# Candidates the rounds rule (M = 129..256) takes only up to this many 64-value slices of K. 128 x 64 tiles with one
+# consumer: twice the tiles of 128 x 128 ones, so K splits only half as often (4096 x 4096 M = 256: 128 whole tiles
 # instead of 64 x 2 splits); one consumer warpgroup per SM costs more the longer K is (H100, benchmarks/results/
 # w4a16_tune_m256_h100.json: M = 128 4096 x 4096 13.5 us against 15.5, 8192 x 4096 21.0 / 21.6, 14336 x 4096 31.7 /
-# 30.6; M = 256 16.9 / 19.3, 31.7 / 32.5, 57.8 / 53.3).
+# 30.6; M = 256 16.9 / 19.3, 31.7 / 32.5, 57.8 / 53.3). The time model (M <= 128) costs them at any K: at K = 11008 /
+# 14336 and N <= 2048 they win, in clusters of 4 or whole (128 x 14336 x 256 17.9 us against 54.9 for the 128 x 128
+# tile's stream-K; NOTES W4A16 70, benchmarks/results/w4a16_mid_m_long_k_probe_h100.json).
 MAX_K64 = {C(128, 1, 1, 8): 128}
 
 
@@ -385,14 +386,15 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX
     rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
-    candidates = [c for c in row if c.problem(group_size, k64) is None and k64 <= MAX_K64.get(c, k64)]
+    fits = [c for c in row if c.problem(group_size, k64) is None]
+    candidates = [c for c in fits if k64 <= MAX_K64.get(c, k64)]
     rounds = lambda c: -(-c.tiles(m, n) // sm_count)  # noqa: E731
     best = min(candidates, key=rounds)
     stage_us, max_n = SMALL_M_STAGE_US.get(limit, {}), SMALL_M_MAX_N.get(limit, {})
     if best in stage_us and n > 0:  # (n = 0: N unknown, the rounds rule's pick)
-        cost = small_m_costs([c for c in candidates if c in stage_us and n <= max_n.get(c, n)], stage_us, m, n, k64,
+        cost = small_m_costs([c for c in fits if c in stage_us and n <= max_n.get(c, n)], stage_us, m, n, k64,
                              sm_count, clusters, dram_tbs)
-        return min(cost, key=cost.get)
+        return min(cost, key=cost.get)[0]
     if mid_m(m) and best.consumers > 1:
         fitted = m <= MID_M_STREAM_MAX  # FITTED tiles: see there
         return min((c for c in candidates if c.consumers > 1 and (fitted or c not in FITTED)),
@@ -402,12 +404,13 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
 
 def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
                   dram_tbs: float, model: dict | None = None) -> dict:
-    """`choose`'s costing of the SMALL_M_STAGE_US candidates `pool`: config (plain or a `cluster_variants` one) -> its
-    plan's time in us by the small-M time model (`small_m_plans`, `plan_us`). (256-value stages were measured in
-    clusters only, NOTES W4A16 59: as plain tiles they are not costed.) `model`: other constants (`plan_us`)."""
+    """`choose`'s costing of the SMALL_M_STAGE_US candidates `pool`: (config (plain or a `cluster_variants` one),
+    (grid, stream)) -> that plan's time in us by the small-M time model (`small_m_plans`, `plan_us`). (256-value stages
+    were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.) `model`: other constants
+    (`plan_us`)."""
     weight_mb = k64 * 32 * n / 1e6
-    return {v: plan_us(kind, ctas, stage_us[c], v, weight_mb, dram_tbs, model)
-            for c, v, kind, ctas in small_m_plans(pool, m, n, k64, sm_count, clusters, dram_tbs)}
+    return {(v, plan): plan_us(kind, ctas, stage_us[c], v, weight_mb, dram_tbs, model)
+            for c, v, kind, ctas, plan in small_m_plans(pool, m, n, k64, sm_count, clusters)}
 
 
 def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, dram_tbs: float) -> float:
@@ -424,22 +427,59 @@ def cluster_ctas(config: Sm90W4A16Config, k64: int) -> list:
     return [(-(-(k64 // config.k_sub) // config.cluster_k), (), 1)]
 
 
-def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None,
-                  dram_tbs: float = 3.35):
-    """(candidate, its config or cluster variant, kind, CTAs) for each plan `small_m_costs` costs: kind "whole" /
-    "stream" (the candidate's own `schedule` on a GPU of `dram_tbs` TB/s) or "cluster" (`cluster_variants`); CTAs:
-    the distinct (stages, parts of each segment it shares with other CTAs) of its CTAs."""
+def small_m_plans(pool, m: int, n: int, k64: int, sm_count: int, clusters: dict[int, int] | None):
+    """(candidate, its config or cluster variant, kind, CTAs, (grid, stream)) for each plan `small_m_costs` costs: kind
+    "whole" / "stream" (each of the candidate's `plain_plans`) or "cluster" (`cluster_variants`); CTAs: the distinct
+    (stages, parts of each segment it shares with other CTAs, segments) of its CTAs."""
     for c in pool:
         k_stages = k64 // c.k_sub
         if c.k_sub < 4:
-            grid, stream = schedule(c, m, n, k_stages, sm_count, dram_tbs=dram_tbs)
             tiles = c.tiles(m, n)
-            ctas = {(sum(k for _, _, k, _, _ in segs), tuple(p for *_, p in segs if p > 1), len(segs))
-                    for segs in (list(segments(b, grid, tiles, k_stages, stream)) for b in range(grid))}
-            yield c, c, "stream" if stream else "whole", sorted(ctas)
+            for grid, stream in plain_plans(c, m, n, k_stages, sm_count):
+                ctas = {(sum(k for _, _, k, _, _ in segs), tuple(p for *_, p in segs if p > 1), len(segs))
+                        for segs in (list(segments(b, grid, tiles, k_stages, stream)) for b in range(grid))}
+                yield c, c, "stream" if stream else "whole", sorted(ctas), (grid, stream)
         # (the 128-row tiles' receive slots need a shallower ring: CLUSTER_MIN_RING)
         for v in cluster_variants(c, m, n, k_stages, sm_count, clusters or {}, shrink=c.block_m >= 128):
-            yield c, v, "cluster", cluster_ctas(v, k64)
+            yield c, v, "cluster", cluster_ctas(v, k64), (v.tiles(m, n) * v.cluster_k, False)
+
+
+# The stream-K grids the time model weighs against whole tiles (`plain_plans`): tiles x s CTAs for s up to 16, and
+# every SM (equal shares, which may straddle tiles), at least MIN_STAGES_PER_SPLIT stages a CTA. The stage-time choice
+# before (FILL / FIXUP, `cta_cost`) took any s but aligned splits only for tiles over STRADDLE_MAX outputs (64 x 128
+# at 11008 x 4096, M = 64: 2 parts, 23.9 us, against 16.0 in 4 unequal ones). On the probes of SMALL_M_MODEL and
+# TALL_MODEL (M = 4-128, every plan timed) the picks with these grids run 0.995x (864 shapes at M <= 64) and 0.960x
+# (408 at M = 80-128) the time of the picks before, where those were among the plans timed (NOTES W4A16 70).
+MODEL_SPLITS = tuple(range(2, 17))
+
+
+def plain_plans(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> list[tuple[int, bool]]:
+    """(grid, stream) of the plain plans the small-M time model costs for config: whole tiles (data-parallel over
+    min(tiles, SMs) persistent CTAs), then stream-K over tiles x s CTAs (MODEL_SPLITS) and over every SM where that
+    is more CTAs than tiles (or, past one round of tiles, every SM), each CTA MIN_STAGES_PER_SPLIT stages at least
+    (the kernel's stream-K arithmetic is 32-bit: tiles x stages x grid < 2^32). Each is `schedule`'s plan for some
+    `splits`."""
+    tiles = config.tiles(m, n)
+    total = tiles * k_stages
+    plans = [(min(tiles, sm_count), False)]
+    for g in [tiles * s for s in MODEL_SPLITS] + [sm_count * tiles]:
+        g = min(g, sm_count, total)
+        if (g > tiles or tiles > g == sm_count) and g * MIN_STAGES_PER_SPLIT <= total and total * g < 1 << 32 \
+                and (g, True) not in plans:
+            plans.append((g, True))
+    return plans
+
+
+def model_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
+               dram_tbs: float) -> tuple[int, bool] | None:
+    """The (grid, stream) of config's plain plan the small-M time model has fastest, where M's CONFIGS row costs config
+    (SMALL_M_STAGE_US; 128- or 64-value stages); else None."""
+    limit = next(limit for limit, _ in CONFIGS if m <= limit)
+    stage_us = SMALL_M_STAGE_US.get(limit, {})
+    if config not in stage_us or config.k_sub == 4:
+        return None
+    cost = small_m_costs([config], stage_us, m, n, k_stages * config.k_sub, sm_count, None, dram_tbs)
+    return min(cost, key=cost.get)[1]
 
 
 def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb: float, dram_tbs: float,
@@ -451,9 +491,10 @@ def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb
     kb = config.block_m * config.block_n * 4 / 1024  # the tile's fp32 sums
     fixup, part = (a + b * kb for a, b in (k["stream_fixup_us"], k["stream_part_us"]))
     dram = k["dram_us_per_mb"] * weight_mb * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
-    busiest = max(stage_us * stages + sum(fixup + part * (p - 1) for p in parts) + k.get("tile_us", 0.0) * (segs - 1)
-                  for stages, parts, segs in ctas)
-    return k[kind] + max(busiest, dram) + (config.cluster_k - 1) * kb * k["cluster_part_us_per_kb"]
+    # (the stream runs at the busiest CTA's pace or the DRAM's; the fix-ups come after it)
+    stream = max(stage_us * stages + k["tile_us"] * (segs - 1) for stages, _, segs in ctas)
+    fixups = max(sum(fixup + part * (p - 1) for p in parts) for _, parts, _ in ctas)
+    return k[kind] + max(stream, dram) + fixups + (config.cluster_k - 1) * kb * k["cluster_part_us_per_kb"]
 
 
 @functools.lru_cache(maxsize=16)
@@ -486,58 +527,28 @@ def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
         x = x + k_tiles if stream else x + grid * k_stages
 
 
-# Stage-times: a CTA's pipeline fill and epilogue; one stream-K fix-up (publish or add up). FIXUP = 5 sends
-# 8192 x 28672 decode tiles with 128-value stages (112 tiles for 132 SMs) to whole tiles, which measured 2-4%
-# faster than equal stream-K shares in the same run (M = 1: 36.1-36.2 vs 36.8 us; M = 16: 39.2-39.4 vs 40.7;
-# benchmarks/results/w4a16_tune_whole_vs_streamk_h200.json); no other benchmark shape changes schedule.
+# The stage-time costing of the plans the time model does not cost (`schedule`'s last case: the 256-column small-M
+# tiles the rounds rule takes past N = 16896, the one-consumer 128 x 64 tile at M = 129..256, `mid_m_plan`): a CTA's
+# pipeline fill and epilogue; one stream-K fix-up (publish or add up), in stage-times. FIXUP = 5 sent 8192 x 28672
+# decode tiles with 128-value stages (112 tiles for 132 SMs) to whole tiles, which measured 2-4% faster than equal
+# stream-K shares in the same run (benchmarks/results/w4a16_tune_whole_vs_streamk_h200.json).
 FILL, FIXUP = 3, 5
 # Tiles up to this many outputs (M <= 16 decode) may take equal stream-K shares that straddle tiles; larger ones
 # measured 5-50% slower that way than with whole tiles or aligned K splits (benchmarks/results/
 # w4a16_schedule_h200.json), so they split K only into equal aligned pieces.
 STRADDLE_MAX = 16 * 256
-# Larger two-consumer tiles straddle too where whole tiles leave many SMs idle (fewer tiles than STREAM_K_FILL of the
-# SMs and no aligned split that fits) or make a thin second round (up to half the SMs): H100, CUDA-graph replay, two
-# interleaved rounds (us, whole tiles -> stream-K over the SMs; fp16 torch.matmul): M = 128 x 18944 x 4096 (148 tiles
-# of 128 x 128) 51.9 -> 39.1 (61.8), M = 256 x 18944 x 4096 83.5 -> 66.0 (70.0), 128 x 9216 x 4096 26.3 -> 23.0
-# (30.5), 256 x 9216 x 4096 40.6 -> 38.4 (33.3). Not at 73-85% busy (128 x 14336 x 4096: 112 tiles, 26.8 whole against
-# 31.5; 256 x 6144 x 4096 26.8 / 27.9) nor for one-consumer tiles (128 x 5120 x 4096, 80 tiles of 128 x 64: 16.9 /
-# 17.9). benchmarks/results/w4a16_stream_k_fill_h100.json.
-STREAM_K_FILL, STREAM_K_MAX_M = 0.6, 256
-
-
-# The DRAM's share (H100; 42 rows of M = 1 / 8 / 16 x K = 4096-14336 x N = 9216-14336, benchmarks/results/
-# w4a16_small_m_whole_vs_stream_probe_h100.json, whole tiles against stream-K over the SMs): a CTA of the 8- and
-# 16-row two-consumer tiles streams ~26 GB/s of weight (0.31 us per 8 KB stage at any tile count up to 112: whole
-# tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles), so ~107 of them take what
-# the H100's DRAM gives (3.35 TB/s peak) and more CTAs do not stream faster: stream-K's equal shares over 132 SMs
-# then only add their fix-ups (1 x 14336 x 14336: 112 whole tiles 37.9 us, stream-K 43.1; 1 x 8192 x 13824: 108
-# tiles 22.7 / 25.7; 1 x 4096 x 11008: 86 tiles 12.6 / 13.9), while at 72 tiles or long K with 80-96 the shares
-# still win (1 x 14336 x 9216 29.5 / 38.1). So where `schedule` would split, both plans' CTAs count at least the
-# whole stream's time at that rate, and whole tiles win where they cost no more: the faster plan on all 42 rows
-# (14 of them 1-14% slower before). Only there: as a floor on the stream-K grids against each other, or on the
-# plain plans against cluster-K variants in `choose`, it picked slower plans (fewer CTAs or clusters: up to 5% at
-# 4-16 x 28672 x 2048, 16 x 18944 x 2048; w4a16_dram_floor_grid_ab_h100.json, an earlier build). Not for the
-# 256-column tiles: 74 of 16 x 256 (16 x 18944 x 3584) ran 3.7% slower whole than in stream-K shares
-# (w4a16_dram_floor_ab_h100.json; 8 x 256 tied). Not measured for taller or one-consumer tiles, 64-value stages, nor
-# on an H200 (the CTA count scaled by its peak bandwidth). `choose`'s costing (then stage-times, now `plan_us` with
-# its own DRAM term) stays without the floor: with it, its plain-against-cluster comparisons moved to slower picks.
+# A CTA of the 8- and 16-row 128-column two-consumer tiles streams ~26 GB/s of weight (H100; 0.31 us per 8 KB stage at
+# any tile count up to 112: whole tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles;
+# benchmarks/results/w4a16_small_m_whole_vs_stream_probe_h100.json), so ~107 of them take what the H100's DRAM gives
+# (3.35 TB/s peak): 32 CTAs per TB/s. The decode kernel's `wide` rule uses it.
 DRAM_CTAS_PER_TBS = 32
 
 
-def dram_floor(config: Sm90W4A16Config, tiles: int, k_stages: int, dram_tbs: float) -> float:
-    """Stage-times the tiles' whole weight stream takes at the DRAM's rate (DRAM_CTAS_PER_TBS; the 8- and 16-row
-    128-column two-consumer tiles of 128-value stages only, else 0; 0 where the driver gave no bandwidth)."""
-    if config.block_m > 16 or config.consumers < 2 or config.block_n != 128 or config.k_sub != 2 or dram_tbs <= 0:
-        return 0.0
-    return tiles * k_stages / (DRAM_CTAS_PER_TBS * dram_tbs)
-
-
-def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: float = FIXUP,
-             floor: float = 0.0) -> float:
-    """CTA b's time in stage-times: its stages (at least `floor`: `dram_floor`), the fill, and a fix-up (`fixup`
-    stage-times) per segment that shares its tile."""
+def cta_cost(b: int, grid: int, tiles: int, k_stages: int, stream: bool, fixup: float = FIXUP) -> float:
+    """CTA b's time in stage-times: its stages, the fill, and a fix-up (`fixup` stage-times) per segment that shares
+    its tile."""
     segs = list(segments(b, grid, tiles, k_stages, stream))
-    return FILL + max(floor, sum(k for _, _, k, _, _ in segs)) + sum(fixup for *_, parts in segs if parts > 1)
+    return FILL + sum(k for _, _, k, _, _ in segs) + sum(fixup for *_, parts in segs if parts > 1)
 
 
 def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int) -> tuple[float, int, bool]:
@@ -556,18 +567,18 @@ def mid_m_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
 
 def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
              splits: int | None = None, dram_tbs: float = 3.35) -> tuple[int, bool]:
-    """(grid, stream). Enough tiles for the SMs: data-parallel persistent CTAs over whole tiles. Fewer: of the
-    stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles (for the decode-sized
-    tiles both counted at least `dram_floor` on a GPU of `dram_tbs` TB/s peak): tiles x s CTAs with
-    s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles, any
-    tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). For M = 65..256 on
-    two-consumer tiles, also equal shares over all SMs where whole tiles leave many idle or make a thin second round
-    (STREAM_K_FILL), if the cost model agrees. M in the MID_M ranges on two-consumer tiles of 128 rows or more:
-    `mid_m_plan`. `splits` overrides: 1 whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per
-    stage)."""
+    """(grid, stream). Where M's CONFIGS row costs config (SMALL_M_STAGE_US): the plain plan the small-M time model has
+    fastest on a GPU of `dram_tbs` TB/s (`model_plan`, as `choose` costed it). M in the MID_M ranges on two-consumer
+    tiles of 128 rows or more: `mid_m_plan`. Otherwise, enough tiles for the SMs: data-parallel persistent CTAs over
+    whole tiles; fewer: of the stream-K grids, the one with the least CTA cost (`cta_cost`), if it beats whole tiles:
+    tiles x s CTAs with s dividing the stages (split-K: each CTA one aligned piece of one tile) and, for small tiles,
+    any tiles x s and one CTA per SM (equal shares; most CTAs then have two pieces to fix up). `splits` overrides: 1
+    whole tiles, s > 1 stream-K over tiles x s CTAs (at most one per SM and per stage)."""
     tiles = config.tiles(m, n)
     total = tiles * k_stages
     whole = (min(tiles, sm_count), False)  # data-parallel over whole tiles
+    if splits is None and (plan := model_plan(config, m, n, k_stages, sm_count, dram_tbs)) is not None:
+        return plan
     if splits is None and mid_m(m) and config.block_m >= 128 and config.consumers > 1:
         return mid_m_plan(config, m, n, k_stages, sm_count)[1:]
     if splits is None:
@@ -581,16 +592,6 @@ def schedule(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: i
             if g > tiles:
                 cost = max(cta_cost(b, g, tiles, k_stages, True) for b in range(g))
                 best = min(best, (cost, g, True))
-        floor = dram_floor(config, tiles, k_stages, dram_tbs)  # (here tiles < sm_count: one round of whole tiles)
-        if best[2] and FILL + max(k_stages, floor) <= max(cta_cost(b, best[1], tiles, k_stages, True, floor=floor)
-                                                          for b in range(best[1])):
-            return whole  # the DRAM is taken either way: no fix-ups
-        measured = config.block_m >= 128 and config.consumers > 1 and m <= STREAM_K_MAX_M  # where it was measured
-        if (not best[2] and not straddle and measured and leaves_idle(tiles, sm_count, STREAM_K_FILL)
-                and total >= MIN_STAGES_PER_SPLIT * sm_count
-                and total * sm_count < 1 << 32
-                and max(cta_cost(b, sm_count, tiles, k_stages, True) for b in range(sm_count)) < best[0]):
-            return sm_count, True
         return best[1], best[2]
     grid = min(tiles * splits, sm_count, total)
     if splits == 1 or total * grid >= 1 << 32:  # the kernel's stream-K arithmetic is 32-bit

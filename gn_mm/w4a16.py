@@ -191,10 +191,11 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     arch = Arch.of_device(device)
     if arch.cc < sm80_w4a16.MIN_CC:
         raise ArchError(f"w4a16_mm: needs sm_80 or newer (mma.sync m16n8k16 on fp16/bf16); this GPU is {arch.name}")
-    if splits is not None:
-        if not 1 <= splits <= k_stages:
-            raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
-        splits = sm80_w4a16.nonempty_splits(splits, k_stages)
+    if splits is not None and not 1 <= splits <= k_stages:
+        raise LayoutError(f"splits: {splits} is outside 1..{k_stages} (K / 64 rounded up)")
+    # (K split into equal pieces of whole 64-value slices: the pieces that get any; the wgmma kernel's stream-K
+    # shares are never empty)
+    pieces = splits and sm80_w4a16.nonempty_splits(splits, k_stages)
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count
     dram_tbs = runtime.dram_bandwidth(device.index) / 1e12 if arch.cc == 90 else 0.0
     if config is not None and (why := config.problem(group_size, k_stages)):
@@ -205,7 +206,7 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     clustered = splits is None and w4a16_decode.cedes_to_clusters(wgmma, m, n, k_stages, dram_tbs)
     if (config is None and not clustered) or isinstance(config, w4a16_decode.DecodeConfig):  # the weight stream
         pick = w4a16_decode.choose(m, n, k_stages, sm_count, group_size, has_zeros,
-                                   w4a16_decode.smem_limit(arch), splits, config, wgmma=arch.cc == 90,
+                                   w4a16_decode.smem_limit(arch), pieces, config, wgmma=arch.cc == 90,
                                    dram_tbs=dram_tbs)
         if pick is not None:
             return w4a16_decode.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, *pick, arch, device)
@@ -219,7 +220,8 @@ def _plan(dtype, group_size, has_zeros, m, n, k_stages, device_index, config, sp
     if smem > arch.smem_per_block():
         raise LayoutError(f"config: {config.name} needs {smem} bytes of shared memory, {arch.name} allows "
                           f"{arch.smem_per_block()}")
-    return fam.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config, splits, arch, device)
+    return fam.Plan.make(dtype, group_size, has_zeros, m, n, k_stages, config,
+                         splits if fam is sm90_w4a16 else pieces, arch, device)
 
 
 runtime.on_clear.append(_plan.cache_clear)

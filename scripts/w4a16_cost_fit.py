@@ -1,15 +1,17 @@
 """Fit the W4A16 small-M time model (sm90_w4a16.SMALL_M_STAGE_US and SMALL_M_MODEL) to forced-plan timings, and score
 a model by the picks it makes: how much slower than the fastest timed candidate `choose`'s pick runs.
 
-    # on the GPU: every candidate `choose` costs, timed, over the K x N grid at the rows' largest M (and a check set)
+    # on the GPU: every plan `choose` costs, timed, over the K x N grid at the rows' largest M (and a check set)
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 8,16,32,64 --out fit.json
     python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 4,12,24,48 --out check.json
+    python scripts/w4a16_near_ties.py --tol 100 --top 99 --ms 128,80 --ks 1024,2048,3072,4096,5120,6144,8192,11008,14336 \
+        --out tall.json
     # offline (needs scipy): the fitted constants, and both models' picks on both sets (several files each may be given;
     # --stages-only keeps the library's constants and fits the stage times alone; fit the 128-row tiles, which have
     # their own constants (TALL_MODEL), apart from the smaller ones)
     python scripts/w4a16_cost_fit.py fit.json --check check.json
 
-How the model was fitted: NOTES W4A16 68, benchmarks/results/w4a16_small_m_costing_probe_h100.json.
+How the model was fitted: NOTES W4A16 68 and 70, benchmarks/results/w4a16_{small,mid}_m_grids_*_h100.json.
 """
 
 import argparse
@@ -28,7 +30,8 @@ NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "str
 
 def candidates(path: str):
     """Per timed (M, K, N): [(row, plain config, cluster variant or config, kind, CTAs, weight MB, us)], the plans as
-    `sm90_w4a16.small_m_plans` describes them (on an H100: 132 SMs, its cluster capacity, 3.35 TB/s)."""
+    `sm90_w4a16.small_m_plans` describes them (on an H100: 132 SMs, its cluster capacity), matched by config, grid and
+    stream-K (files written before NOTES W4A16 70 lack the grid: not read)."""
     from gn_mm import sm90_w4a16 as s
 
     out = []
@@ -36,9 +39,10 @@ def candidates(path: str):
         m, k, n = r["m"], r["k"], r["n"]
         row = next(limit for limit, _ in s.CONFIGS if m <= limit)
         pool = list(s.SMALL_M_STAGE_US[row])
-        plans = {v.name: (c, v, kind, ctas) for c, v, kind, ctas in
-                 s.small_m_plans(pool, m, n, k // 64, 132, H100_CLUSTERS, 3.35)}
-        out.append([(row, *plans[x["config"]], k * n / 2e6, x["us"]) for x in r["candidates"]])
+        plans = {(v.name, *plan): (c, v, kind, ctas) for c, v, kind, ctas, plan in
+                 s.small_m_plans(pool, m, n, k // 64, 132, H100_CLUSTERS)}
+        out.append([(row, *plans[x["config"], x["grid"], x["stream"]], k * n / 2e6, x["us"])
+                    for x in r["candidates"]])
     return out
 
 
@@ -73,6 +77,9 @@ def main() -> None:
     p.add_argument("fit", nargs="+", help="timings to fit (scripts/w4a16_near_ties.py --out)")
     p.add_argument("--check", nargs="*", default=[], help="timings to score the fit on, not fitted")
     p.add_argument("--stages-only", action="store_true", help="fit the stage times only (SMALL_M_MODEL as it is)")
+    p.add_argument("--near", type=float, default=0.0,
+                   help="fit only the plans within this factor of their shape's fastest (0: all): the ranking that "
+                        "matters is near the top")
     args = p.parse_args()
     try:
         import numpy as np
@@ -82,7 +89,8 @@ def main() -> None:
     from gn_mm import sm90_w4a16 as s
 
     sets = {path: candidates(path) for path in args.fit + args.check}
-    flat = [c for path in args.fit for cands in sets[path] for c in cands]
+    flat = [c for path in args.fit for cands in sets[path] for c in cands
+            if not args.near or c[-1] <= args.near * min(x[-1] for x in cands)]
     stage_keys = sorted({(c[0], c[1]) for c in flat}, key=lambda rc: (rc[0], rc[1].name))
     # the library's constants for these tiles (`plan_us`: the 128-row tiles have their own; fit them apart)
     m = s.TALL_MODEL if flat[0][1].block_m >= 128 else s.SMALL_M_MODEL

@@ -2,8 +2,9 @@
 within --tol of each other on a K x N grid, the places the time model is least sure; with a GPU, both are forced and
 timed (CUDA-graph replay, median of 3 interleaved rounds, inputs rotated past L2, bf16, G = 128); with a large --tol
 and --top, every candidate: the data scripts/w4a16_cost_fit.py fits the time model to
-(benchmarks/results/w4a16_small_m_costing_probe_h100.json; the near ties of the stage-time model before it:
-w4a16_near_tie_probe_h100.json).
+(benchmarks/results/w4a16_{small,mid}_m_grids_{probe,check}_h100.json; before every grid was a candidate:
+w4a16_small_m_costing_probe_h100.json; the near ties of the stage-time model before that: w4a16_near_tie_probe_h100.json). A candidate is a plan: a config with one of its grids (`plain_plans`, forced through
+`splits`) or a cluster variant; each timed one is written with its grid and whether it is stream-K.
 
     python scripts/w4a16_near_ties.py --list                      # offline (no GPU): the near ties of an H100
     python scripts/w4a16_near_ties.py --out near_tie_probe.json   # on the GPU: time both candidates of each
@@ -23,22 +24,34 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 def near_ties(tol: float, top: int = 2, sm_count: int = 132, clusters: dict | None = None, dram_tbs: float = 3.35,
                ms=MS, ks=KS, ns=NS):
-    """(m, k, n, [(config name, cost), ...]): the cheapest `top` candidates, cheapest first, where at least the
-    runner-up costs at most (1 + tol) x the cheapest (the others too), costed as `choose` costs the small-M candidates
-    of M's row (the first is its pick)."""
+    """(m, k, n, [(config name, (grid, stream), cost), ...]): the cheapest `top` plans, cheapest first, where at least
+    the runner-up costs at most (1 + tol) x the cheapest (the others too), costed as `choose` costs the small-M
+    candidates of M's row (the first is its pick)."""
     from gn_mm import sm90_w4a16 as s
 
     clusters = H100_CLUSTERS if clusters is None else clusters
     for m, k, n in itertools.product(ms, ks, ns):
         limit, row = next((lim, cs) for lim, cs in s.CONFIGS if m <= lim)
         stage, max_n, k64 = s.SMALL_M_STAGE_US.get(limit, {}), s.SMALL_M_MAX_N.get(limit, {}), k // 64
-        pool = [c for c in row if c in stage and c.problem(128, k64) is None and k64 <= s.MAX_K64.get(c, k64)
-                and n <= max_n.get(c, n)]
+        pool = [c for c in row if c in stage and c.problem(128, k64) is None and n <= max_n.get(c, n)]
         cost = s.small_m_costs(pool, stage, m, n, k64, sm_count, clusters, dram_tbs)
-        near = [(c.name, round(v, 3)) for c, v in sorted(cost.items(), key=lambda x: x[1])[:top]
+        near = [(c.name, plan, round(v, 3)) for (c, plan), v in sorted(cost.items(), key=lambda x: x[1])[:top]
                 if v <= min(cost.values()) * (1 + tol)]
         if len(near) > 1:
             yield m, k, n, near
+
+
+def forced_splits(name: str, plan, m: int, n: int, k64: int, sm_count: int = 132):
+    """The `splits` that force config `name`'s plan (grid, stream) through gn_mm.w4a16_mm: None for a cluster
+    variant, 1 for whole tiles, else the least s whose `schedule` gives that stream-K grid."""
+    from gn_mm import sm90_w4a16 as s
+
+    c = s.Sm90W4A16Config.parse(name)
+    if c.cluster_k > 1:
+        return None
+    if not plan[1]:
+        return 1
+    return next(sp for sp in range(2, k64 + 1) if s.schedule(c, m, n, k64 // c.k_sub, sm_count, splits=sp) == plan)
 
 
 def main() -> None:
@@ -55,7 +68,7 @@ def main() -> None:
     ties = list(near_ties(args.tol, args.top, ms=ints(args.ms), ks=ints(args.ks), ns=ints(args.ns)))
     if args.list or not args.out:
         for m, k, n, near in ties:
-            print(m, k, n, *(x for c in near for x in c))
+            print(m, k, n, *(f"{c}/{g}{'s' if st else ''}:{v}" for c, (g, st), v in near))
         return
     import torch
 
@@ -72,13 +85,15 @@ def main() -> None:
         ws = _weights(k, n, rotation_sets(k * n // 2 + (k // 128) * n * 2, "cuda"), None)
         for m, _, _, near in ts:
             acts = [torch.randn(m, k, device="cuda").to(torch.bfloat16) for _ in ws]
-            fns = {c: (lambda c: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=c))(c) for c, _ in near}
-            times = {c: [] for c in fns}
+            fns = {(c, plan): (lambda c, sp: lambda i: gn_mm.w4a16_mm(acts[i], ws[i][0], config=c, splits=sp))(
+                c, forced_splits(c, plan, m, n, k // 64)) for c, plan, _ in near}
+            times = {key: [] for key in fns}
             for r in range(3):
-                for c in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                    times[c].append(graph_time(fns[c], len(ws), 20, 10)["median_ms"] * 1e3)
+                for key in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                    times[key].append(graph_time(fns[key], len(ws), 20, 10)["median_ms"] * 1e3)
             row = {"m": m, "k": k, "n": n, "candidates": [
-                {"config": c, "cost": cost, "us": round(statistics.median(times[c]), 2)} for c, cost in near]}
+                {"config": c, "grid": plan[0], "stream": plan[1], "cost": cost,
+                 "us": round(statistics.median(times[c, plan]), 2)} for c, plan, cost in near]}
             best = min(row["candidates"], key=lambda x: x["us"])
             row["pick_over_fastest"] = round(row["candidates"][0]["us"] / best["us"], 3)
             print(json.dumps(row), flush=True)

@@ -168,32 +168,34 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 1, 28672, 128, 132) == (132, True)
     # With 128-value stages (64 of them) the same 112 tiles run whole: the fix-ups cost more than the idle SMs.
     assert sm90_w4a16.schedule(C(8, 2, 2, 6, 2), 1, 28672, 64, 132) == (112, False)
-    # 8- and 16-row 128-column tiles on the H100 (w4a16_small_m_whole_vs_stream_probe_h100.json): stream-K over the
-    # SMs at 72 tiles (N = 9216), and at 80-96 with long K; whole tiles from 108 (~110 such CTAs take the DRAM:
-    # `dram_floor`) and at K = 4096. Scaled to an H200's peak (4.8 TB/s; not measured there) the model keeps
-    # stream-K at 108 with long K.
+    # Where M's row costs the config (M <= 128), the small-M time model's fastest plain plan (`model_plan`). It keeps
+    # what the 8- and 16-row 128-column tiles measured on the H100 (w4a16_small_m_whole_vs_stream_probe_h100.json):
+    # stream-K over the SMs at 72 tiles (N = 9216), and at 86 with long K; whole tiles from 108 (~110 such CTAs take
+    # the DRAM) and at K = 4096. (Its miss there: 96 tiles at K = 14336 run whole, 39.3 us at M = 16 against 37.9 and
+    # 37.4 / 36.6 at M = 1.) Scaled to an H200's peak (4.8 TB/s; not measured there) it keeps stream-K at 108 with long
+    # K.
     d8, d16 = C(8, 2, 1, 8, 2, 3), C(16, 2, 1, 8, 2, 3)
     for cfg, m, n, k, want in [
             (d8, 1, 9216, 4096, (132, True)), (d8, 1, 11008, 4096, (86, False)), (d16, 16, 10240, 4096, (80, False)),
             (d8, 1, 11008, 8192, (132, True)), (d8, 8, 12288, 8192, (96, False)), (d16, 16, 13824, 8192, (108, False)),
-            (d16, 16, 12288, 14336, (132, True)), (d8, 1, 13824, 14336, (108, False)),
-            (d16, 16, 14336, 14336, (112, False))]:
+            (d8, 1, 13824, 14336, (108, False)), (d16, 16, 14336, 14336, (112, False))]:
         assert sm90_w4a16.schedule(cfg, m, n, k // 128, 132) == want, (cfg.name, m, n, k)
+        assert sm90_w4a16.model_plan(cfg, m, n, k // 128, 132, 3.35) == want
     assert sm90_w4a16.schedule(d8, 1, 13824, 14336 // 128, 132, dram_tbs=4.8) == (132, True)
-    # Enough tiles (M = 2048 at N = 14336: 448 tiles of 256 x 128): data-parallel over the SMs.
-    assert sm90_w4a16.schedule(C(256, 2, 1, 4), 2048, 14336, 64, 132) == (132, False)
-    # Larger two-consumer tiles straddle where whole ones leave SMs idle: 72 tiles of 128 x 128 (55%), 148 (a thin second
-    # round); not at 112 (85%), nor with one consumer (80 tiles of 128 x 64), nor where an aligned split fits (64 x 2);
-    # and only where the stream-K shares beat whole tiles and fill every SM (a tile or two, or one stage: whole
-    # tiles), where no aligned split fits (32 tiles split 4 ways), with two consumers (75 one-consumer tiles stay
-    # whole), and for M <= 256 (720 tiles of 256 x 128 at M = 2560 stay whole; M = 1536 is `mid_m_plan`'s, below).
+    # A 64 x 128 tile at 11008 x 4096, M = 64: 4 unequal shares of its 86 stages (128 CTAs) 16.0 us, against 18.6 in 3
+    # (96) and 23.9 in 2 (w4a16_small_m_grids_probe_h100.json): no aligned split of 86 stages fits.
+    assert sm90_w4a16.schedule(C(64, 2, 1, 7, 2, 2), 64, 4096, 86, 132) == (128, True)
+    # The 128-row tiles (M = 65..128): straddled shares where whole ones leave SMs idle (72 tiles of 128 x 128) or
+    # make a thin second round (148); not at 112 (85%); a tile or two, or one stage: whole tiles.
     wide, narrow, tall = C(128, 2, 1, 8), C(128, 1, 1, 8), C(256, 2, 1, 4)
     for cfg, m, n, k_stages, want in [
             (wide, 128, 9216, 64, (132, True)), (wide, 128, 18944, 64, (132, True)), (wide, 128, 14336, 64, (112, False)),
-            (narrow, 128, 5120, 64, (80, False)), (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)),
-            (wide, 128, 256, 4, (2, False)), (wide, 128, 18944, 1, (132, False)), (wide, 128, 4096, 64, (128, True)),
-            (narrow, 128, 4800, 64, (75, False)), (tall, 2560, 9216, 64, (132, False)),
-            (tall, 256, 9216, 64, (132, True))]:
+            (narrow, 128, 4096, 64, (128, True)), (wide, 128, 256, 1, (2, False)), (wide, 128, 256, 4, (2, False)),
+            (wide, 128, 18944, 1, (132, False)), (wide, 128, 4096, 64, (128, True))]:
+        assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
+    # Elsewhere (stage-times, `cta_cost`): enough tiles (720 of 256 x 128 at M = 2560): data-parallel; at M <= 256 the
+    # MID_M estimate.
+    for cfg, m, n, k_stages, want in [(tall, 2560, 9216, 64, (132, False)), (tall, 256, 9216, 64, (132, True))]:
         assert sm90_w4a16.schedule(cfg, m, n, k_stages, 132) == want, (cfg.name, m, n, k_stages)
     # M = 129..2048: the cheaper of whole tiles and stream-K by `mid_m_plan`; `choose` takes the tile height whose plan
     # costs least: two 144-row blocks for M = 288 (not two of 192 or 256) split over the SMs, four 192-row ones at
