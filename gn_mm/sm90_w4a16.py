@@ -260,16 +260,16 @@ KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # candidate, each with one grid.) The 128-row tiles (M = 65..128) have their own constants (TALL_MODEL) and stage
 # times, fitted the same way.
 SMALL_M_STAGE_US = {
-    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.328, KSPLIT_8: 0.402},
-    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.264, C(16, 2, 1, 8, 2, prefetch=3): 0.340, KSPLIT_16: 0.433},
-    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.280, C(32, 2, 1, 8, 2, prefetch=2): 0.360,
-         C(32, 1, 1, 4, 4, prefetch=1): 0.480},
+    8: {C(8, 2, 1, 8, 2, prefetch=3): 0.329, KSPLIT_8: 0.407},
+    16: {C(16, 1, 1, 8, 2, prefetch=3): 0.264, C(16, 2, 1, 8, 2, prefetch=3): 0.341, KSPLIT_16: 0.435},
+    32: {C(32, 1, 1, 8, 2, prefetch=2): 0.280, C(32, 2, 1, 8, 2, prefetch=2): 0.361,
+         C(32, 1, 1, 4, 4, prefetch=1): 0.481},
     64: {C(64, 1, 1, 8, 2, prefetch=2): 0.320, C(64, 2, 1, 7, 2, prefetch=2): 0.478,
-         C(32, 1, 1, 8, 2, prefetch=2): 0.277, C(64, 1, 1, 4, 4, prefetch=1): 0.577},
+         C(32, 1, 1, 8, 2, prefetch=2): 0.278, C(64, 1, 1, 4, 4, prefetch=1): 0.578},
     128: {C(128, 1, 1, 8): 0.225, C(128, 2, 1, 8): 0.350}}
-SMALL_M_MODEL = {"whole": 1.871, "stream": 2.499, "cluster": 1.936, "dram_us_per_mb": 0.401,
-                 "stream_fixup_us": (0.680, 0.0314), "stream_part_us": (0.0152, 0.0103),
-                 "cluster_part_us_per_kb": 0.0180, "tile_us": 0.332}
+SMALL_M_MODEL = {"whole": 1.857, "stream": 2.358, "cluster": 1.919, "dram_us_per_mb": 0.382,
+                 "stream_fixup_us": (0.816, 0.0317), "stream_part_us": (0.0156, 0.0103),
+                 "cluster_part_us_per_kb": 0.0180, "tile_us": 0.224}
 # The 128-row tiles' own constants (NOTES W4A16 69, 70): fitted to theirs alone (3250 plans of 216 shapes at M = 80 /
 # 128 over the K x N grid above, w4a16_mid_m_grids_probe_h100.json; 6.7% rms error; picks 1.0028x the fastest, 1.0025x
 # at M = 96 / 112). With the small tiles' constants their stream-K fix-ups of 64 KB of sums cost too much. At K = 11008
@@ -409,7 +409,7 @@ def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int,
     were measured in clusters only, NOTES W4A16 59: as plain tiles they are not costed.) `model`: other constants
     (`plan_us`)."""
     weight_mb = k64 * 32 * n / 1e6
-    return {(v, plan): plan_us(kind, ctas, stage_us[c], v, weight_mb, dram_tbs, model)
+    return {(v, plan): plan_us(kind, ctas, stage_us[c], v, weight_mb, dram_tbs, plan[0], model)
             for c, v, kind, ctas, plan in small_m_plans(pool, m, n, k64, sm_count, clusters)}
 
 
@@ -419,7 +419,8 @@ def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, dram_tbs: fl
     stage_us = SMALL_M_STAGE_US.get(limit, {}).get(replace(config, cluster_k=1))
     if stage_us is None or config.cluster_k == 1:
         raise ValueError(f"{config.name} is no small-M cluster variant of M = {m}'s candidates")
-    return plan_us("cluster", cluster_ctas(config, k64), stage_us, config, k64 * 32 * n / 1e6, dram_tbs)
+    return plan_us("cluster", cluster_ctas(config, k64), stage_us, config, k64 * 32 * n / 1e6, dram_tbs,
+                   config.tiles(m, n) * config.cluster_k)
 
 
 def cluster_ctas(config: Sm90W4A16Config, k64: int) -> list:
@@ -483,14 +484,16 @@ def model_plan(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count:
 
 
 def plan_us(kind: str, ctas, stage_us: float, config: Sm90W4A16Config, weight_mb: float, dram_tbs: float,
-            model: dict | None = None) -> float:
-    """A small-M plan's time (us) by the small-M time model (SMALL_M_MODEL's comment; `small_m_plans` for kind and
-    CTAs) on a GPU of `dram_tbs` TB/s peak DRAM (0: unknown, taken as an H100's). `model`: other constants
-    (scripts/w4a16_cost_fit.py), by SMALL_M_MODEL's names."""
+            grid: int, model: dict | None = None) -> float:
+    """A small-M plan of `grid` CTAs: its time (us) by the small-M time model (SMALL_M_MODEL's comment; `small_m_plans`
+    for kind and CTAs) on a GPU of `dram_tbs` TB/s peak DRAM (0: unknown, taken as an H100's). `model`: other
+    constants (scripts/w4a16_cost_fit.py), by SMALL_M_MODEL's names."""
     k = model or (TALL_MODEL if config.block_m >= 128 else SMALL_M_MODEL)
     kb = config.block_m * config.block_n * 4 / 1024  # the tile's fp32 sums
     fixup, part = (a + b * kb for a, b in (k["stream_fixup_us"], k["stream_part_us"]))
-    dram = k["dram_us_per_mb"] * weight_mb * (3.35 / dram_tbs if dram_tbs > 0 else 1.0)
+    tbs = dram_tbs if dram_tbs > 0 else 3.35
+    # (fewer CTAs than take the DRAM, DRAM_CTAS_PER_TBS per TB/s, draw a share of it)
+    dram = k["dram_us_per_mb"] * weight_mb * 3.35 / tbs * max(1.0, DRAM_CTAS_PER_TBS * tbs / grid)
     # (the stream runs at the busiest CTA's pace or the DRAM's; the fix-ups come after it)
     stream = max(stage_us * stages + k["tile_us"] * (segs - 1) for stages, _, segs in ctas)
     fixups = max(sum(fixup + part * (p - 1) for p in parts) for _, parts, _ in ctas)
@@ -540,7 +543,10 @@ STRADDLE_MAX = 16 * 256
 # A CTA of the 8- and 16-row 128-column two-consumer tiles streams ~26 GB/s of weight (H100; 0.31 us per 8 KB stage at
 # any tile count up to 112: whole tiles take 12.6 / 22.6 / 37.5 us at K = 4096 / 8192 / 14336 from 72 to 112 tiles;
 # benchmarks/results/w4a16_small_m_whole_vs_stream_probe_h100.json), so ~107 of them take what the H100's DRAM gives
-# (3.35 TB/s peak): 32 CTAs per TB/s. The decode kernel's `wide` rule uses it.
+# (3.35 TB/s peak): 32 CTAs per TB/s. The decode kernel's `wide` rule uses it, and the small-M time model: a plan of
+# fewer CTAs streams its weight at that share of the DRAM's rate (a scan of the count in the model's fit found this
+# one best: picks 1.0020x the fastest plan, against 1.0024x without; 11008 x 4096 at M = 32 no longer in clusters of
+# 3, 96 CTAs, 13.8 us, where 4 stream-K shares, 128 CTAs, take 12.6; NOTES W4A16 70).
 DRAM_CTAS_PER_TBS = 32
 
 

@@ -124,10 +124,10 @@ WGMMA_MAX_M = ((FAST_DRAM_TBS, ((1 << 22, 8), (1 << 23, 6), (1 << 24, 4), (1 << 
 # the GPU's peak), a line fitted to pick the faster kernel over every M = 1..8 shape of a K x N grid where the choice
 # arises (benchmarks/results/w4a16_decode_vs_cluster_grid_h100.json, 151 rows, both forced: 1.0013x the faster's
 # time; always ceding 1.004x, with 1 x 14336 x 1024 in sixes 6.40 against 5.69 us, 1 x 11008 x 512 and 14336 x 512
-# in eights 4.46 / 5.07 against 4.08 / 4.62). Refitted to the model of NOTES W4A16 70 (148 rows whose pick is the one
-# timed, and 1 x 11008 x 4096, whose pick became a cluster plan: 1.0020x the faster's time, any line from (2.9, 0.44)
-# to (3.4, 0.37); that row, 12.31 us in threes against 11.05, no line in that band keeps).
-CLUSTER_MIN_VALUES, DECODE_US = 1 << 22, (3.2, 0.38)
+# in eights 4.46 / 5.07 against 4.08 / 4.62). With the model of NOTES W4A16 70 the same line is among the best (144
+# rows whose pick is the one timed, and 1 x 11008 x 4096, whose pick became a cluster plan: 1.0021x the faster's time,
+# any line from (2.9, 0.44) to (3.3, 0.38); that row, 12.31 us in threes against 11.05, no line in that band keeps).
+CLUSTER_MIN_VALUES, DECODE_US = 1 << 22, (3.2, 0.40)
 
 
 def cedes_to_clusters(pick, m: int, n: int, k64: int, dram_tbs: float) -> bool:

@@ -29,7 +29,7 @@ NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "str
 
 
 def candidates(path: str):
-    """Per timed (M, K, N): [(row, plain config, cluster variant or config, kind, CTAs, weight MB, us)], the plans as
+    """Per timed (M, K, N): [(row, plain config, cluster variant or config, kind, CTAs, grid, weight MB, us)], the plans as
     `sm90_w4a16.small_m_plans` describes them (on an H100: 132 SMs, its cluster capacity), matched by config, grid and
     stream-K (files written before NOTES W4A16 70 lack the grid: not read)."""
     from gn_mm import sm90_w4a16 as s
@@ -39,7 +39,7 @@ def candidates(path: str):
         m, k, n = r["m"], r["k"], r["n"]
         row = next(limit for limit, _ in s.CONFIGS if m <= limit)
         pool = list(s.SMALL_M_STAGE_US[row])
-        plans = {(v.name, *plan): (c, v, kind, ctas) for c, v, kind, ctas, plan in
+        plans = {(v.name, *plan): (c, v, kind, ctas, plan[0]) for c, v, kind, ctas, plan in
                  s.small_m_plans(pool, m, n, k // 64, 132, H100_CLUSTERS)}
         out.append([(row, *plans[x["config"], x["grid"], x["stream"]], k * n / 2e6, x["us"])
                     for x in r["candidates"]])
@@ -59,8 +59,8 @@ def unpack(x, stage_keys):
 def predict(stage, model, cand) -> float:
     from gn_mm import sm90_w4a16 as s
 
-    row, c, v, kind, ctas, mb, _ = cand
-    return s.plan_us(kind, ctas, stage[row, c], v, mb, 3.35, model)
+    row, c, v, kind, ctas, grid, mb, _ = cand
+    return s.plan_us(kind, ctas, stage[row, c], v, mb, 3.35, grid, model)
 
 
 def regret(sets, stage, model) -> tuple[float, int, float]:
