@@ -255,7 +255,7 @@ KSPLIT_16 = C(16, 2, 1, 8, 4, prefetch=1, ksplit=True)
 # per KB of sums per peer. Fitted (scripts/w4a16_cost_fit.py: least squares on log time) to every plan `choose` costs
 # (each candidate with each of its `plain_plans` grids, and its cluster variants) at 432 (M, K, N), M = 8 / 16 / 32 /
 # 64, K = 1024-14336, N = 256-14336 on an H100 (6663 forced plans, w4a16_small_m_grids_probe_h100.json in
-# benchmarks/results): 4.7% rms error; its picks take 1.0024x the fastest plan's time, the same on the grid at M = 4 /
+# benchmarks/results): 4.7% rms error; its picks take 1.0020x the fastest plan's time, 1.0019x on the grid at M = 4 /
 # 12 / 24 / 48, which the fit did not see (_check). (The stage-time costing before the time model: 1.019x the fastest
 # candidate, each with one grid.) The 128-row tiles (M = 65..128) have their own constants (TALL_MODEL) and stage
 # times, fitted the same way.
