@@ -380,9 +380,10 @@ def choose(m: int, n: int = 0, sm_count: int = 132, group_size: int = 128, k64: 
     """The config for M's class: of its candidates that fit the weight (`fits`: kernel group size, K in 64-value
     slices) and its K (MAX_K64), the one whose tiles need the fewest rounds of the SMs (a CTA that takes a second
     tile costs a whole second pass), the first on a tie; where that one has a SMALL_M_STAGE_US, of the candidates
-    that have one (and N within their SMALL_M_MAX_N) and their `cluster_variants` (`clusters`: cluster size ->
-    clusters resident at once, from `cluster_capacity`; None: no clusters), the one the small-M time model has fastest
-    on a GPU of `dram_tbs` TB/s peak DRAM (`small_m_costs`); in the MID_M ranges, unless the pick has one consumer,
+    that have one and fit (at any K: MAX_K64 is the rounds rule's; N within their SMALL_M_MAX_N), with each of their
+    `plain_plans` and `cluster_variants` (`clusters`: cluster size -> clusters resident at once, from
+    `cluster_capacity`; None: no clusters), the one the small-M time model has fastest on a GPU of `dram_tbs` TB/s
+    peak DRAM (`small_m_costs`); in the MID_M ranges, unless the pick has one consumer,
     the two-consumer candidate whose best plan `mid_m_plan` costs least (FITTED heights up to MID_M_STREAM_MAX
     rows)."""
     limit, row = next((limit, c) for limit, c in CONFIGS if m <= limit)
@@ -459,7 +460,7 @@ def plain_plans(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count
     min(tiles, SMs) persistent CTAs), then stream-K over tiles x s CTAs (MODEL_SPLITS) and over every SM where that
     is more CTAs than tiles (or, past one round of tiles, every SM), each CTA MIN_STAGES_PER_SPLIT stages at least
     (the kernel's stream-K arithmetic is 32-bit: tiles x stages x grid < 2^32). Each is `schedule`'s plan for some
-    `splits`."""
+    `splits` (through the API, which takes 1..K/64, all but stream-K at K = 64 on 64-value stages)."""
     tiles = config.tiles(m, n)
     total = tiles * k_stages
     plans = [(min(tiles, sm_count), False)]
@@ -530,8 +531,9 @@ def segments(b: int, grid: int, tiles: int, k_stages: int, stream: bool):
         x = x + k_tiles if stream else x + grid * k_stages
 
 
-# The stage-time costing of the plans the time model does not cost (`schedule`'s last case: the 256-column small-M
-# tiles the rounds rule takes past N = 16896, the one-consumer 128 x 64 tile at M = 129..256, `mid_m_plan`): a CTA's
+# The stage-time costing of the plans the time model does not cost (`schedule`'s last case: the configs the rounds
+# rule picks outside SMALL_M_STAGE_US, e.g. the 256-column small-M tiles past N = 16896 or at G = 32 / 64, and the
+# one-consumer 128 x 64 tile at M = 129..256; forced configs M's row does not cost; `mid_m_plan`): a CTA's
 # pipeline fill and epilogue; one stream-K fix-up (publish or add up), in stage-times. FIXUP = 5 sent 8192 x 28672
 # decode tiles with 128-value stages (112 tiles for 132 SMs) to whole tiles, which measured 2-4% faster than equal
 # stream-K shares in the same run (benchmarks/results/w4a16_tune_whole_vs_streamk_h200.json).

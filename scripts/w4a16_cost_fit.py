@@ -31,7 +31,7 @@ NAMES = ("whole", "stream", "cluster", "dram_us_per_mb", "stream_fixup_us", "str
 def candidates(path: str):
     """Per timed (M, K, N): [(row, plain config, cluster variant or config, kind, CTAs, grid, weight MB, us)], the plans as
     `sm90_w4a16.small_m_plans` describes them (on an H100: 132 SMs, its cluster capacity), matched by config, grid and
-    stream-K (files written before NOTES W4A16 70 lack the grid: not read)."""
+    stream-K (files written before NOTES W4A16 70 lack the grid: KeyError)."""
     from gn_mm import sm90_w4a16 as s
 
     out = []

@@ -51,7 +51,11 @@ def forced_splits(name: str, plan, m: int, n: int, k64: int, sm_count: int = 132
         return None
     if not plan[1]:
         return 1
-    return next(sp for sp in range(2, k64 + 1) if s.schedule(c, m, n, k64 // c.k_sub, sm_count, splits=sp) == plan)
+    sp = next((sp for sp in range(2, k64 + 1)
+               if s.schedule(c, m, n, k64 // c.k_sub, sm_count, splits=sp) == plan), None)
+    if sp is None:
+        raise ValueError(f"{name}: no splits in 1..{k64} forces the plan {plan} at M = {m}, N = {n}")
+    return sp
 
 
 def main() -> None:

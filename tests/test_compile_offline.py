@@ -13,12 +13,19 @@ from gn_mm.config import sm80_candidates
 ARCHS = [Arch.parse(a) for a in ("sm_80", "sm_89", "sm_90a", "sm_120")]
 
 
-def _share(jobs: list) -> list:
+def _share(jobs: list, key) -> list:
     """The two largest sweeps (the sm90_mm heuristic's configs, the sm_90 W4A16 kernels) take most of this file's time:
-    on a 2-core CI machine GN_MM_COMPILE_SHARE=n builds every n-th of their jobs (.ci/run: half); unset, all of them, as
-    scripts/gpu_check.sh's test step does on the GPU machine."""
+    on a 2-core CI machine GN_MM_COMPILE_SHARE=n builds about every n-th of their jobs (.ci/run: half), yet every
+    config (`key`) at least once: of each config's jobs, every n-th from an offset that rotates from config to config.
+    Unset, all of them, as scripts/gpu_check.sh's test step does on the GPU machine."""
     n = int(os.environ.get("GN_MM_COMPILE_SHARE", "1"))
-    return jobs[::n] if n > 1 else jobs
+    if n <= 1:
+        return jobs
+    groups = {}
+    for j in jobs:
+        groups.setdefault(key(j), []).append(j)
+    keep = {id(j) for i, g in enumerate(groups.values()) for j in g[i % min(n, len(g))::n]}
+    return [j for j in jobs if id(j) in keep]
 
 
 def _build_all(jobs):
@@ -55,13 +62,13 @@ def test_every_variant_and_output_compiles_without_spills(compile_cache):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_w4a16_kernel_and_config_compiles_without_spills(arch, fresh_cache):
     """fp16 / bf16 x every group size x with and without zero points x every config (sm_90: of both the
-    mma.sync and the wgmma kernel)."""
+    mma.sync and the wgmma kernel; with GN_MM_COMPILE_SHARE, `_share`, every config in a share of those)."""
     jobs = cli.compile_jobs([Arch.parse(arch)], {"w4a16"}, all_configs=True)
     wgmma = len(sm90_w4a16.compile_matrix(True)) if arch == "sm_90" else 0
     assert len(jobs) == 2 * 4 * 2 * len(sm80_w4a16.CONFIGS) + len(w4a16_decode.compile_matrix(True)) + wgmma
     # 128-value stages only where a stage spans one group (G = 128 or per-channel)
     assert all(group in (128, 0) for (_, group, _), c in sm90_w4a16.compile_matrix(True) if c.k_sub == 2)
-    _assert_clean(_build_all(_share(jobs) if arch == "sm_90" else jobs))
+    _assert_clean(_build_all(_share(jobs, lambda j: j[0]["config"]) if arch == "sm_90" else jobs))
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_89", "sm_90a"])
@@ -124,8 +131,9 @@ _PERF_LOSS = ("C7508", "C7510", "C7511", "C7515", "C7517", "C7519", "Potential P
 
 def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     """sm90_mm: every wgmma variant x output with the large-problem config, and every config the heuristic
-    can pick for one variant per accumulator kind: no spills, no stack, no performance-loss diagnostics, and
-    the clustered configs carry their cluster shape in the cubin."""
+    can pick for one variant per accumulator kind (with GN_MM_COMPILE_SHARE, `_share`: every config for a share of
+    them): no spills, no stack, no performance-loss diagnostics, and the clustered configs carry their cluster shape in
+    the cubin."""
     from gn_mm import sass, sm90_mm
     from gn_mm.sm90_config import TALL, TALL_FIT, TALL_SPILLS, choose_sm90, heuristic_configs
 
@@ -134,11 +142,12 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     cli_jobs = cli.compile_jobs([Arch.parse("sm_90a")], {"wgmma"})
     assert {(j[0]["variant"], j[0]["out"], j[0]["config"]) for j in cli_jobs} == \
         {(v.name, out, big.name) for v in variants.WGMMA for out in v.outs}
-    jobs = [(v, out, big) for v in variants.WGMMA for out in v.outs]
+    jobs, heuristic = [(v, out, big) for v in variants.WGMMA for out in v.outs], []
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
-        jobs += _share([(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in heuristic_configs(acc, out)
-                        if cfg != big])
+        heuristic += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in heuristic_configs(acc, out)
+                      if cfg != big]
+    jobs += _share(heuristic, lambda j: j[2].name)
     # The 192-row tiles (128 registers per thread) for one variant of every accumulator x output pair the heuristic
     # may give them (TALL_SPILLS: the pairs it keeps off them)
     pairs = {(v.acc, out): v for v in variants.WGMMA for out in v.outs if (v.acc, out) not in TALL_SPILLS}
