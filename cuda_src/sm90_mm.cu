@@ -22,6 +22,11 @@
 // writes the accumulators transposed into the staging chunks (stmatrix .trans for 16-bit outputs) and TMA-stores them
 // as rows of C. Scales and bias come swapped by the host: a per-row scale of the kernel's tile is per column of C.
 //
+// GN_STORE: the one epilogue a build holds (the host picks the build per call): STORE_TMA (through shared memory and TMA
+// stores; C suits a tensor map, no K split), STORE_DIRECT (masked stores from registers: any C) or STORE_PARTIAL (raw
+// sums of a K split into the workspace, and the mm_reduce kernel that finishes them). One build held all three: the
+// register-path stores, unrolled over a 64 x 256 tile per thread, took ~80% of its NVRTC time (NOTES sm90 79).
+//
 // CLUSTER_K > 1 (decode-sized problems): the CTAs of a cluster share one output tile and split its K; each
 // leaves its raw sums in its own (drained) ring, and after a cluster barrier CTA r adds column slice r of
 // every CTA's sums through distributed shared memory, in rank order, and runs the epilogue on it. Split-K
@@ -36,6 +41,7 @@
 #define GN_WGMMA_TOUCH(d)
 constexpr int BLOCK_M = 128, BLOCK_N = 256, NUM_STAGES = 4, GROUP_M = 8, CLUSTER_M = 1, CLUSTER_N = 1, CLUSTER_K = 1;
 constexpr bool SWAP_AB = false;
+#define GN_STORE 0  // STORE_TMA (see GN_STORE above)
 #define GN_CLUSTER  // __cluster_dims__(CLUSTER_M * CLUSTER_N * CLUSTER_K, 1, 1) when that is > 1
 // ---- kernel ----
 #include "epilogue.cuh"
@@ -59,7 +65,11 @@ constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs that fill each other's
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
-constexpr bool TMA_STORES = CHUNKS > 0;  // whole chunks through TMA; columns past the last one stored directly
+constexpr int STORE_TMA = 0, STORE_DIRECT = 1, STORE_PARTIAL = 2;  // GN_STORE (the header comment)
+// STORE_TMA: whole chunks through TMA (columns past the last one stored directly), so a chunk at least; K splits store
+// partials. CLUSTER_K tiles store their slices directly (reduce_in_cluster), builds of them are STORE_DIRECT.
+static_assert(GN_STORE == STORE_DIRECT || (CLUSTER_K == 1 && (GN_STORE == STORE_PARTIAL ? !SWAP_AB : SWAP_AB || CHUNKS > 0)),
+              "GN_STORE: TMA stores need a whole chunk (or SWAP_AB); K-split partials no SWAP_AB; CLUSTER_K stores directly");
 // SWAP_AB: a consumer's 64 tile rows are 64 columns of C, T_HALVES 128-byte spans of a C row (1 for 16-bit outputs, 2
 // for 4-byte ones); a chunk holds T_ROWS rows of C (64 or 32), stored in boxes of T_BOX rows (a tile's BLOCK_N rows
 // of C are a multiple of 16, not of the chunk).
@@ -468,8 +478,8 @@ GN_DEVICE void reduce_in_cluster(const Ep& ep, const AccReg (&d)[GN_WGMMA_REGS],
 
 // A consumer warpgroup: wait for a stage, run its wgmmas, release the stage (in every CTA of the cluster,
 // since all of them write into it), and at the end of each tile store the accumulators.
-GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf0, const TmaDesc* map_c, int c_tma,
-                       int c, int t, u8* C, u8* partial, const float* scale_a, const float* scale_b,
+GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf0, const TmaDesc* map_c, int c,
+                       int t, u8* C, u8* partial, const float* scale_a, const float* scale_b,
                        const float* bias, int M, int N, int ldc, int scale_a_mode, int scale_b_mode, int has_bias) {
   setmaxnreg_inc<CONSUMER_REGS>();
   const int warp = t / 32, lane = t % 32;
@@ -512,19 +522,19 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
     } else if constexpr (SWAP_AB) {  // the host runs these with splits = 1
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
-      if (!c_tma)
+      if constexpr (GN_STORE == STORE_DIRECT)
         store_tile_swapped_direct(ep, d, row0, col0);
       else if (ep.column_terms_needed())
         store_tile_swapped<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
       else
         store_tile_swapped<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
-    } else if (w.splits == 1 && TMA_STORES && c_tma) {
+    } else if constexpr (GN_STORE == STORE_TMA) {
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
       if (ep.column_terms_needed())
         store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
       else
         store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
-    } else if (w.splits == 1) {
+    } else if constexpr (GN_STORE == STORE_DIRECT) {
       store_tile(ep, d, row0, col0);
     } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue
       u8* part = partial + (i64)(u / w.tiles) * M * N * 4;
@@ -533,7 +543,8 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       store_tile(pe, d, row0, col0);
     }
   }
-  if (c_tma && t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
+  if constexpr (GN_STORE == STORE_TMA)
+    if (t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
 }
 
 }  // namespace sm90
@@ -543,15 +554,15 @@ using namespace sm90;
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
 // 128 bytes x (BLOCK_M / CLUSTER_N) / (BLOCK_N / CLUSTER_M) rows; tma_at / tma_bt: the same with boxes of M %
 // BLOCK_M / N % BLOCK_N rows, for the ragged last row / column tile (without CLUSTER_N / CLUSTER_M; else unused).
-// c_tma = 1: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle) and the
-// epilogue stores through it; else direct stores. The grid is a multiple of CLUSTER. C: [M, N] with row
+// STORE_TMA: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle; SWAP_AB: x
+// 16 rows), which the epilogue stores through (other builds: unused). The grid is a multiple of CLUSTER. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
 // runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue. prefetch:
 // k-tiles of the CTA's first unit brought into L2 before waiting for the previous kernel (PDL).
 extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
     const __grid_constant__ TmaDesc tma_a, const __grid_constant__ TmaDesc tma_b,
     const __grid_constant__ TmaDesc tma_at, const __grid_constant__ TmaDesc tma_bt,
-    const __grid_constant__ TmaDesc tma_c, int c_tma, u8* __restrict__ C,
+    const __grid_constant__ TmaDesc tma_c, u8* __restrict__ C,
     const float* __restrict__ scale_a, const float* __restrict__ scale_b, const float* __restrict__ bias,
     u8* __restrict__ partial, int M, int N, int k_bytes, int ldc, int splits, int scale_a_mode, int scale_b_mode,
     int has_bias, int prefetch) {
@@ -653,9 +664,11 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_mm(
         for (int j = gn_max(0, it - NUM_STAGES); j < it; ++j)
           mbar_wait(empty0 + 8 * (j % NUM_STAGES), (j / NUM_STAGES) & 1);
   } else {
-    consume(w, smem0, full0, empty0, cbuf0, &tma_c, c_tma, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc, scale_a_mode,
-            scale_b_mode, has_bias);
+    consume(w, smem0, full0, empty0, cbuf0, &tma_c, wg - 1, t, C, partial, scale_a, scale_b, bias, M, N, ldc,
+            scale_a_mode, scale_b_mode, has_bias);
   }
 }
 
+#if GN_STORE == 2  // STORE_PARTIAL: the kernel that finishes its sums
 #include "mm_reduce.cuh"
+#endif

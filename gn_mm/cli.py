@@ -50,8 +50,11 @@ def compile_jobs(archs, variant_filter=None, all_configs=False):
                 continue
             for out in v.outs:
                 for cfg in heuristic_configs(v.acc, out) if all_configs else [choose_sm90(8192, 8192, 8192, 132)]:
-                    jobs.append(({"variant": v.name, "out": out, "config": cfg.name, "arch": "sm_90a"},
-                                 sm90_mm.spec(v, out, cfg)))
+                    # (every epilogue build with --all-configs: what a call may run; else the one plain calls take)
+                    for store in sm90_mm.stores(cfg, v.acc, out) if all_configs else (None,):
+                        name = cfg.name if store is None else f"{cfg.name}/{sm90_mm.STORE_NAMES[store]}"
+                        jobs.append(({"variant": v.name, "out": out, "config": name, "arch": "sm_90a"},
+                                     sm90_mm.spec(v, out, cfg, store)))
         if variant_filter and "w4a16" not in variant_filter:
             continue
         # The W4A16 kernels: mma.sync and decode on sm_80+, the wgmma kernel (sm_90a) on sm_90.

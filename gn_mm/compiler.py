@@ -1,6 +1,7 @@
 """NVRTC front-ends. Both compile the same source with the same options to the same cubin:
 
-* "torch": torch.cuda's NVRTC path (the compile half of torch.cuda._compile_kernel), used on a CUDA device;
+* "torch": torch's NVRTC library with the options and flags of torch.cuda._compile_kernel's compile half, used on a
+  CUDA device;
 * "bindings": cuda.bindings.nvrtc, which needs no GPU and no driver (offline compiles, CI).
 """
 
@@ -114,12 +115,37 @@ def nvrtc_version(backend: str) -> str:
 
 
 def _compile_torch(source: str, name: str, arch: Arch) -> tuple[bytes, str]:
-    from torch.cuda._utils import _nvrtc_compile
+    """NVRTC as torch.cuda._compile_kernel runs it (torch's libnvrtc, --gpu-architecture, the options, torch's flags),
+    called here rather than through torch's _nvrtc_compile: that helper first imports torch.utils.cpp_extension (and
+    setuptools) for CUDA include paths, which gn_mm's self-contained sources never read, ~0.5 s of a cold first call
+    on the H100 machine (NOTES sm90 79), and it drops the log of a successful compile (ptxas -v)."""
+    from torch.cuda._utils import _get_nvrtc_library
 
-    # torch adds --gpu-architecture itself from compute_capability, and appends its own flags.
-    extra = [o for o in BASE_OPTIONS]
-    cubin, _ = _nvrtc_compile(source, name, arch.nvrtc_cc, None, extra)
-    return cubin, ""  # torch's helper drops the log of a successful compile
+    lib = _get_nvrtc_library()
+
+    def check(err: int, what: str) -> None:
+        if err:  # (a prototype of our own: setting restype on torch's shared handle would change it for torch)
+            text = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int)(("nvrtcGetErrorString", lib))(err)
+            raise RuntimeError(f"{what}: {(text or b'unknown NVRTC error').decode()}")
+
+    prog = ctypes.c_void_p()
+    check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), f"{name}.cu".encode(), 0, None, None), "create")
+    try:
+        opts = [o.encode() for o in options(arch)]
+        err = lib.nvrtcCompileProgram(prog, len(opts), (ctypes.c_char_p * len(opts))(*opts))
+        size = ctypes.c_size_t()
+        check(lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)), "log size")
+        log = ctypes.create_string_buffer(size.value)
+        check(lib.nvrtcGetProgramLog(prog, log), "log")
+        log_text = log.value.decode(errors="replace").rstrip()
+        if err:
+            raise RuntimeError(f"Kernel compilation failed:\n{log_text}")
+        check(lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)), "cubin size")
+        cubin = ctypes.create_string_buffer(size.value)
+        check(lib.nvrtcGetCUBIN(prog, cubin), "cubin")
+        return cubin.raw, log_text
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
 def _compile_bindings(source: str, name: str, arch: Arch) -> tuple[bytes, str]:

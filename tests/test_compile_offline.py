@@ -142,23 +142,28 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
     cli_jobs = cli.compile_jobs([Arch.parse("sm_90a")], {"wgmma"})
     assert {(j[0]["variant"], j[0]["out"], j[0]["config"]) for j in cli_jobs} == \
         {(v.name, out, big.name) for v in variants.WGMMA for out in v.outs}
-    jobs, heuristic = [(v, out, big) for v in variants.WGMMA for out in v.outs], []
+    # (each config in every epilogue build a call may run: sm90_mm.stores)
+    def builds(v, out, cfg):
+        return [(v, out, cfg, store) for store in sm90_mm.stores(cfg, v.acc, out)]
+
+    jobs, heuristic = [j for v in variants.WGMMA for out in v.outs for j in builds(v, out, big)], []
     for a, b, acc, out in [("bf16", "bf16", "f32", "bf16"), ("f16", "f16", "f16", "f16"), ("s8", "u8", "s32", "f32"),
                            ("e4m3", "e5m2", "f32", "bf16"), ("tf32", "tf32", "f32", "f32")]:
-        heuristic += [(variants.find_path(a, b, acc, "wgmma"), out, cfg) for cfg in heuristic_configs(acc, out)
-                      if cfg != big]
+        heuristic += [j for cfg in heuristic_configs(acc, out) if cfg != big
+                      for j in builds(variants.find_path(a, b, acc, "wgmma"), out, cfg)]
     jobs += _share(heuristic, lambda j: j[2].name)
     # The 192-row tiles (128 registers per thread) for one variant of every accumulator x output pair the heuristic
     # may give them (TALL_SPILLS: the pairs it keeps off them)
     pairs = {(v.acc, out): v for v in variants.WGMMA for out in v.outs if (v.acc, out) not in TALL_SPILLS}
-    jobs += [(v, out, cfg) for (acc, out), v in pairs.items() for cfg in TALL + TALL_FIT if (v, out, cfg) not in jobs]
+    jobs += [j for (acc, out), v in pairs.items() for cfg in TALL + TALL_FIT for j in builds(v, out, cfg)
+             if j not in jobs]
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda j: (j, runtime.build(sm90_mm.spec(*j), backend="bindings")), jobs))
     bad = []
-    for (v, out, cfg), built in results:
+    for (v, out, cfg, store), built in results:
         st, log = built.ptxas, built.meta["log"]
         if st.registers is None or st.spills or st.stack_bytes or any(code in log for code in _PERF_LOSS):
-            bad.append(f"{v.name}->{out} {cfg.name}: {st} {log[-300:]}")
+            bad.append(f"{v.name}->{out} {cfg.name}/{sm90_mm.STORE_NAMES[store]}: {st} {log[-300:]}")
     assert not bad, "\n".join(bad)
     tool = sass.disassembler("cuobjdump")
     if tool is not None:
@@ -167,7 +172,7 @@ def test_every_hopper_variant_and_config_compiles_clean(fresh_cache):
 
         clustered = [[r for r in results if getattr(r[0][2], f"cluster_{d}") > 1][0] for d in "mnk"]
         split = [r for r in results if r[0][2].cluster_k > 1][:4]
-        for (v, out, cfg), built in results[:1] + clustered + split:
+        for (v, out, cfg, _), built in results[:1] + clustered + split:
             with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
                 f.write(built.cubin)
                 f.flush()
