@@ -22,10 +22,12 @@
 // writes the accumulators transposed into the staging chunks (stmatrix .trans for 16-bit outputs) and TMA-stores them
 // as rows of C. Scales and bias come swapped by the host: a per-row scale of the kernel's tile is per column of C.
 //
-// GN_STORE: the one epilogue a build holds (the host picks the build per call): STORE_TMA (through shared memory and TMA
-// stores; C suits a tensor map, no K split), STORE_DIRECT (masked stores from registers: any C) or STORE_PARTIAL (raw
-// sums of a K split into the workspace, and the mm_reduce kernel that finishes them). One build held all three: the
-// register-path stores, unrolled over a 64 x 256 tile per thread, took ~80% of its NVRTC time (NOTES sm90 79).
+// GN_STORE: the one epilogue a build holds (the host picks the build per call): STORE_TMA / STORE_TMA_COLS (through
+// shared memory and TMA stores, C suiting a tensor map and no K split; _COLS: with the per-column terms of the tile, a
+// per-column scale or a bias), STORE_DIRECT (masked stores from registers: any C) or STORE_PARTIAL (raw sums of a K
+// split into the workspace, and the mm_reduce kernel that finishes them). One build held them all: the register-path
+// stores, unrolled over a 64 x 256 tile per thread, took ~80% of its NVRTC time, the column terms most of the rest
+// (NOTES sm90 79).
 //
 // CLUSTER_K > 1 (decode-sized problems): the CTAs of a cluster share one output tile and split its K; each
 // leaves its raw sums in its own (drained) ring, and after a cluster barrier CTA r adds column slice r of
@@ -65,10 +67,11 @@ constexpr int MULTICAST = CLUSTER_M * CLUSTER_N;  // CTAs that fill each other's
 // double-buffered, so a chunk's store drains while the next is written and the next tile starts.
 constexpr int OUT_BYTES = Store<GN_OUT_KIND>::BYTES;
 constexpr int CHUNK_COLS = 128 / OUT_BYTES, CHUNK_BYTES = 64 * 128, CHUNKS = BLOCK_N / CHUNK_COLS;
-constexpr int STORE_TMA = 0, STORE_DIRECT = 1, STORE_PARTIAL = 2;  // GN_STORE (the header comment)
+constexpr int STORE_TMA = 0, STORE_DIRECT = 1, STORE_PARTIAL = 2, STORE_TMA_COLS = 3;  // GN_STORE (the header comment)
+constexpr bool TMA_STORES = GN_STORE == STORE_TMA || GN_STORE == STORE_TMA_COLS, COLS = GN_STORE == STORE_TMA_COLS;
 // STORE_TMA: whole chunks through TMA (columns past the last one stored directly), so a chunk at least; K splits store
 // partials. CLUSTER_K tiles store their slices directly (reduce_in_cluster), builds of them are STORE_DIRECT.
-static_assert(GN_STORE == STORE_DIRECT || (CLUSTER_K == 1 && (GN_STORE == STORE_PARTIAL ? !SWAP_AB : SWAP_AB || CHUNKS > 0)),
+static_assert(GN_STORE == STORE_DIRECT || (CLUSTER_K == 1 && (TMA_STORES ? SWAP_AB || CHUNKS > 0 : !SWAP_AB)),
               "GN_STORE: TMA stores need a whole chunk (or SWAP_AB); K-split partials no SWAP_AB; CLUSTER_K stores directly");
 // SWAP_AB: a consumer's 64 tile rows are 64 columns of C, T_HALVES 128-byte spans of a C row (1 for 16-bit outputs, 2
 // for 4-byte ones); a chunk holds T_ROWS rows of C (64 or 32), stored in boxes of T_BOX rows (a tile's BLOCK_N rows
@@ -522,18 +525,13 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       reduce_in_cluster(ep, d, smem0, c, t, tm, tn, w.rank);
     } else if constexpr (SWAP_AB) {  // the host runs these with splits = 1
       const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
-      if constexpr (GN_STORE == STORE_DIRECT)
+      if constexpr (TMA_STORES)  // (COLS: the host's ep.column_terms_needed())
+        store_tile_swapped<COLS>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
+      else
         store_tile_swapped_direct(ep, d, row0, col0);
-      else if (ep.column_terms_needed())
-        store_tile_swapped<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
-      else
-        store_tile_swapped<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
-    } else if constexpr (GN_STORE == STORE_TMA) {
-      const u32 buf = cbuf0 + c * 2 * CHUNK_BYTES;
-      if (ep.column_terms_needed())
-        store_tile_tma<true>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
-      else
-        store_tile_tma<false>(ep, d, map_c, buf, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N, issued);
+    } else if constexpr (TMA_STORES) {
+      store_tile_tma<COLS>(ep, d, map_c, cbuf0 + c * 2 * CHUNK_BYTES, c, t, tm * BLOCK_M + c * 64, tn * BLOCK_N,
+                           issued);
     } else if constexpr (GN_STORE == STORE_DIRECT) {
       store_tile(ep, d, row0, col0);
     } else {  // raw sums into this split's plane of the workspace; mm_reduce finishes the epilogue
@@ -543,7 +541,7 @@ GN_DEVICE void consume(const Work& w, u32 smem0, u32 full0, u32 empty0, u32 cbuf
       store_tile(pe, d, row0, col0);
     }
   }
-  if constexpr (GN_STORE == STORE_TMA)
+  if constexpr (TMA_STORES)
     if (t == 0) bulk_wait<0>();  // the staging buffers live in this CTA's shared memory
 }
 
@@ -554,7 +552,7 @@ using namespace sm90;
 // tma_a / tma_b: byte-typed maps of A [M, k_bytes] and B [N, k_bytes] with 128-byte swizzle and boxes of
 // 128 bytes x (BLOCK_M / CLUSTER_N) / (BLOCK_N / CLUSTER_M) rows; tma_at / tma_bt: the same with boxes of M %
 // BLOCK_M / N % BLOCK_N rows, for the ragged last row / column tile (without CLUSTER_N / CLUSTER_M; else unused).
-// STORE_TMA: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle; SWAP_AB: x
+// TMA_STORES: tma_c maps C as bytes ([M, N * OUT_BYTES], boxes of 128 bytes x 64 rows, 128-byte swizzle; SWAP_AB: x
 // 16 rows), which the epilogue stores through (other builds: unused). The grid is a multiple of CLUSTER. C: [M, N] with row
 // stride ldc (elements). Scales and bias as in sm80_mm. splits > 1: each output tile's K is split into that many
 // runs whose raw sums go to partial[split] ([M, N], 4-byte values); mm_reduce finishes the epilogue. prefetch:

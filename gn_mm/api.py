@@ -111,7 +111,10 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
         a_store, lda = int4_unpack.unpack_rows(a_store, k, ea.name == "s4", gpu.arch)
         b_store, ldb = int4_unpack.unpack_rows(b_store, k, eb.name == "s4", gpu.arch)
         k_bytes = k
-    plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits)
+    # (which epilogue the first calls take: per-row scales of A, per-column scales of B or a bias)
+    terms = (scale_a is not None and scale_a.numel() > 1, (scale_b is not None and scale_b.numel() > 1) or
+             bias is not None)
+    plan = _plan(variant, out_name, m, n, k_bytes, gpu, config, splits, terms)
     args = dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb, scale_a=scale_a, scale_b=scale_b, bias=bias)
     if key is not None and a_store is a and b_store is b:  # validated and nothing copied: remember it
         if len(_fast_calls) >= 4096:
@@ -179,7 +182,8 @@ def _gpu(index: int) -> _Gpu:
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits):
+def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits,
+          terms: tuple[bool, bool] = (False, False)):
     """Kernel family, config, split count and loaded kernels for one problem signature (cached: the hot
     path is a lookup)."""
     config = _named(config)
@@ -187,7 +191,7 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     if config in FAMILIES:
         config = None  # the family is decided: its heuristic picks the config
     if wgmma is not None:
-        plan = _sm90_plan(wgmma, variant, out, m, n, k_bytes, gpu, config, splits)
+        plan = _sm90_plan(wgmma, variant, out, m, n, k_bytes, gpu, config, splits, terms)
         return replace(plan, dependent=dependent_launch(plan.config, m, n, k_bytes, plan.grid, gpu.sm_count,
                                                         gpu.dram_tbs))
     cfg = _config(config, m, n, gpu.arch, gpu.sm_count, gpu.smem_limit, variant)
@@ -197,7 +201,8 @@ def _plan(variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, c
     return sm80_mm.Plan.make(variant, out, cfg, splits, gpu.arch, torch.device("cuda", gpu.index))
 
 
-def _sm90_plan(wgmma: Variant, variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits):
+def _sm90_plan(wgmma: Variant, variant: Variant, out: str, m: int, n: int, k_bytes: int, gpu: _Gpu, config, splits,
+               terms: tuple[bool, bool]):
     """_plan's wgmma branch: the heuristic's (or the given) config, splits and clusters."""
     cfg = config or choose_sm90(m, n, k_bytes, gpu.sm_count, gpu.dram_tbs, (variant.acc, out) not in TALL_SPILLS)
     cfg.check(gpu.smem_limit)
@@ -214,14 +219,14 @@ def _sm90_plan(wgmma: Variant, variant: Variant, out: str, m: int, n: int, k_byt
         while cand is not None:
             # other widths and cluster sizes of a 64-row tile: the most CTAs whose clusters all fit at once
             cands = split_tiles(cand, m, n, k_bytes, gpu.sm_count)
-            plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device)
+            plan = _first_resident(wgmma, out, cands, m, n, gpu.sm_count, device, terms)
             if plan is not None:
                 return plan
             cand = half_cluster(cand, k_bytes, m)  # not every cluster resident at once (NOTES sm90 49)
     if auto and variant.acc != "f16":
         # Mid M, long K: 128-row tiles split inside clusters that all fit at once.
         plan = _first_resident(wgmma, out, long_k(cfg, splits, m, n, k_bytes, gpu.sm_count, gpu.dram_tbs), m, n,
-                               gpu.sm_count, device)
+                               gpu.sm_count, device, terms)
         if plan is not None:
             return plan
         # Else a narrow lone tile with a long K: a wider one split 2 ways through the workspace.
@@ -235,23 +240,23 @@ def _sm90_plan(wgmma: Variant, variant: Variant, out: str, m: int, n: int, k_byt
         # need rows of C in whole 16-byte units for TMA).
         swapped = swap_ab(cfg, m, n, gpu.sm_count) if n * OUT_DTYPES[out].itemsize % 16 == 0 else None
         if swapped is not None:
-            return sm90_mm.Plan.make(wgmma, out, swapped, m, n, 1, gpu.sm_count, device)
+            return sm90_mm.Plan.make(wgmma, out, swapped, m, n, 1, gpu.sm_count, device, terms)
         # The tile in clusters sharing A, when all of them are resident at once.
         cand = share_a(cfg, m, n, gpu.sm_count)
-        plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device)
+        plan = _first_resident(wgmma, out, (cand,) if cand is not cfg else (), m, n, gpu.sm_count, device, terms)
         if plan is not None:
             return plan
-    return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device)
+    return sm90_mm.Plan.make(wgmma, out, cfg, m, n, splits, gpu.sm_count, device, terms)
 
 
 runtime.on_clear.append(_plan.cache_clear)
 runtime.on_clear.append(_fast_calls.clear)
 
 
-def _first_resident(wgmma, out: str, cands, m: int, n: int, sm_count: int, device):
+def _first_resident(wgmma, out: str, cands, m: int, n: int, sm_count: int, device, terms=(False, False)):
     """The plan of the first clustered config in `cands` whose clusters are all resident at once, else None."""
     for cand in cands:
-        plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, sm_count, device)
+        plan = sm90_mm.Plan.make(wgmma, out, cand, m, n, 1, sm_count, device, terms)
         if _all_resident(plan, m, n):
             return plan
     return None

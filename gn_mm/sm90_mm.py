@@ -24,29 +24,41 @@ PREFETCH = 1
 
 
 # The one epilogue a build holds (GN_STORE, cuda_src/sm90_mm.cu), picked per call by `store_for`: through shared
-# memory and TMA stores, masked stores from registers, or a K split's raw sums (and mm_reduce, which finishes them).
-# One build of all three took 3.6 s to compile on the H100 machine, ~80% of it the register-path stores; the TMA build
-# alone ~0.6 s (NOTES sm90 79).
-STORE_TMA, STORE_DIRECT, STORE_PARTIAL = 0, 1, 2
-STORE_NAMES = ("tma", "direct", "partial")
+# memory and TMA stores, without or with (_COLS) the tile's per-column terms, masked stores from registers, or a K
+# split's raw sums (and mm_reduce, which finishes them). One build of them all took 3.6 s to compile on the H100
+# machine; the TMA build of bf16 4096^3's tile alone ~0.5 s (NOTES sm90 79).
+STORE_TMA, STORE_DIRECT, STORE_PARTIAL, STORE_TMA_COLS = 0, 1, 2, 3
+STORE_NAMES = ("tma", "direct", "partial", "tma_cols")
 
 
-def store_for(config: Sm90Config, splits: int, item: int, tma_rows: bool) -> int:
+def store_for(config: Sm90Config, splits: int, item: int, tma_rows: bool, cols: bool) -> int:
     """The build a call runs: CLUSTER_K tiles store their slices directly; K splits store partials; else TMA stores
     where C's rows suit a tensor map (`tma_rows`, see `_tma_rows`) and the tile holds a whole 128-byte chunk of
-    `item`-byte outputs (a swapped tile always does), direct stores otherwise."""
+    `item`-byte outputs (a swapped tile always does), direct stores otherwise. `cols`: the kernel's epilogue has
+    per-column terms (`column_terms`)."""
     if config.cluster_k > 1:
         return STORE_DIRECT
     if splits > 1:
         return STORE_PARTIAL
-    return STORE_TMA if tma_rows and (config.swap or config.block_n * item >= 128) else STORE_DIRECT
+    if tma_rows and (config.swap or config.block_n * item >= 128):
+        return STORE_TMA_COLS if cols else STORE_TMA
+    return STORE_DIRECT
+
+
+def column_terms(config: Sm90Config, row_scales: bool, col_terms: bool) -> bool:
+    """Whether the kernel's epilogue has per-column terms of its tile, for a call with per-row scales of A
+    (`row_scales`) and per-column scales of B or a bias (`col_terms`): a swapped tile's columns are C's rows (its
+    bias is per tile row, read once per tile)."""
+    return row_scales if config.swap else col_terms
 
 
 def stores(config: Sm90Config, acc: str, out: str) -> tuple[int, ...]:
     """Every build of config that a call accumulating in `acc` into `out` may run (what the compile sweeps build):
-    TMA where a chunk fits, direct, and partials for K splits (never for swapped tiles or f16 sums)."""
+    TMA where a chunk fits (with column terms for float outputs), direct, and partials for K splits (never for
+    swapped tiles or f16 sums)."""
     item = OUT_DTYPES[out].itemsize
-    kinds = dict.fromkeys((store_for(config, 1, item, True), store_for(config, 1, item, False)))
+    kinds = dict.fromkeys(store_for(config, 1, item, rows, cols) for rows in (True, False)
+                          for cols in ((False, True) if out != "s32" else (False,)))
     if config.cluster_k == 1 and not config.swap and acc != "f16":
         kinds[STORE_PARTIAL] = None
     return tuple(kinds)
@@ -56,7 +68,7 @@ def spec(variant: Variant, out: str, config: Sm90Config, store: int | None = Non
     """The build of config for variant -> out holding epilogue `store` (default: the one a contiguous output without K
     splits takes)."""
     if store is None:
-        store = store_for(config, 1, OUT_DTYPES[out].itemsize, True)
+        store = store_for(config, 1, OUT_DTYPES[out].itemsize, True, False)
     params = {"variant_name": f"{variant.name}->{out}", "config_name": f"{config.name} ({STORE_NAMES[store]} stores)",
               "c": config, "store": store, "acc_kind": ACC_KIND[variant.acc], "out_kind": OUT_KIND[out],
               **variant.wgmma_operands(config.block_n)}
@@ -81,14 +93,16 @@ class Plan:
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
-             device) -> "Plan":
+             device, terms: tuple[bool, bool] = (False, False)) -> "Plan":
+        """terms: (per-row scales of A, per-column scales of B or a bias) of the calls it is made for, to build the
+        epilogue they take first (`store_for`; a call that needs another builds that on its first launch)."""
         cl = config.cluster  # CTAs per cluster
         units = config.tiles(m, n) * splits
         if config.swap:  # the kernel's A is the weight: mixed operand types swap places in the instruction
             variant = find_path(variant.b, variant.a, variant.acc, "wgmma")
         # The build a fresh [m, n] output takes (another, should a call's output need it: `build`).
         item = OUT_DTYPES[out].itemsize
-        store = store_for(config, splits, item, (n * item) % 16 == 0)
+        store = store_for(config, splits, item, (n * item) % 16 == 0, column_terms(config, *terms))
         s = spec(variant, out, config, store)
         main = runtime.kernel(s, device)
         # Persistent: one CTA per SM, and never more clusters than fit at once (a GPC can leave SMs idle).
@@ -128,8 +142,9 @@ class Plan:
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
         # padding, found by tests/test_fuzz_gpu.py) and the tile holds a whole 128-byte chunk (the kernel stores
         # columns past its last whole chunk directly): `store_for`.
-        store = store_for(cfg, self.splits, item, _tma_rows(c, n))
-        map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if store == STORE_TMA else map_a
+        store = store_for(cfg, self.splits, item, _tma_rows(c, n), flags[1] == 2 or flags[2] == 1)
+        map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if store in (STORE_TMA, STORE_TMA_COLS) \
+            else map_a
         runtime.launch(self.build(store), (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_ptr, *ptrs, partial, m, n, k_bytes, ldc,
                         self.splits, *flags, PREFETCH],
@@ -145,9 +160,9 @@ class Plan:
         c_ptr, ldc, item = c.data_ptr(), c.stride(0), c.element_size()
         map_a, map_at = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_m, "b")
         map_b, map_bt = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_n, "a")
-        store = store_for(cfg, 1, item, _tma_rows(c, n))
-        map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 16, "out") if store == STORE_TMA else map_a
         (sa, sb, bias), (mode_a, mode_b, has_bias) = ptrs, flags
+        store = store_for(cfg, 1, item, _tma_rows(c, n), mode_a == 2)  # (the kernel's per-column scale_b)
+        map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 16, "out") if store != STORE_DIRECT else map_a
         runtime.launch(self.build(store), (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_ptr, sb, sa, bias, c, n, m, k_bytes, ldc, 1,
                         mode_b, mode_a, 2 * has_bias, PREFETCH],

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
 #   bash scripts/gpu_check.sh [tests] [tests_hopper] [tests_rest] [bench] [bench_mma] [sol] [sol_quick] [sol_sustained]
-#   [sanitize] [sanitize_clusters] [sanitize_fuzz] [tune] [sanity] [w4a16]
+#   [sanitize] [sanitize_clusters] [sanitize_fuzz] [tune] [sanity] [w4a16] [compile_time]
 #   (default: tests bench; tests = tests_hopper + tests_rest, which on the lent H100 take ~2.5 and ~9 minutes: run them
 #   as two calls where one command may take at most 10)
 set -uo pipefail
@@ -67,6 +67,8 @@ for step in $steps; do
       python3 -m pytest tests/test_w4a16_gpu.py -q -x -p no:cacheprovider 2>&1 | tee "$OUT/w4a16_tests.log" | tail -5 \
         || status=1
       python3 scripts/w4a16_bench.py --out "$OUT/w4a16" 2>&1 | tail -30 || status=1 ;;
+    compile_time)  # issue 5's cold / warm first call of one Hopper variant (about 20 s)
+      python3 scripts/compile_time.py --out "$OUT/compile_time.json" 2>&1 | grep median || status=1 ;;
     sanity)
       python3 scripts/mma_sass.py --out "$OUT/mma_sass" 2>&1 | tail -40 || status=1 ;;
   esac

@@ -67,3 +67,33 @@ def test_different_configs_render_differently():
     b = sm80_mm.spec(BF16, "bf16", SM80_CONFIGS[1], Arch(90)).source()
     c = sm80_mm.spec(BF16, "f32", SM80_CONFIGS[0], Arch(90)).source()
     assert len({a, b, c}) == 3
+
+
+def test_sm90_mm_builds_hold_one_epilogue_each():
+    """sm90_mm compiles one epilogue per build (GN_STORE), picked per call: TMA stores (with column terms only when the
+    call has them) where C suits a tensor map and the tile holds a 128-byte chunk, K-split partials with mm_reduce,
+    direct stores otherwise and for CLUSTER_K tiles; the compile sweeps build each a call may run."""
+    from gn_mm import sm90_mm as s
+    from gn_mm.sm90_config import Sm90Config
+
+    big, narrow = Sm90Config(128, 256, 4), Sm90Config(64, 48, 8)
+    split_k = Sm90Config(64, 128, 8, cluster_k=4)
+    swapped = Sm90Config(64, 160, 7, swap=True)
+    assert s.store_for(big, 1, 2, True, False) == s.STORE_TMA
+    assert s.store_for(big, 1, 2, True, True) == s.STORE_TMA_COLS
+    assert s.store_for(big, 1, 2, False, True) == s.STORE_DIRECT  # C's rows unfit for a tensor map
+    assert s.store_for(big, 3, 2, True, False) == s.STORE_PARTIAL
+    assert s.store_for(narrow, 1, 2, True, False) == s.STORE_DIRECT  # 96 bytes: no whole chunk
+    assert s.store_for(split_k, 1, 2, True, False) == s.STORE_DIRECT
+    assert s.store_for(swapped, 1, 2, True, False) == s.STORE_TMA
+    assert s.column_terms(swapped, True, False) and not s.column_terms(big, True, False)
+    assert s.stores(big, "f32", "bf16") == (s.STORE_TMA, s.STORE_TMA_COLS, s.STORE_DIRECT, s.STORE_PARTIAL)
+    assert s.stores(big, "s32", "s32") == (s.STORE_TMA, s.STORE_DIRECT, s.STORE_PARTIAL)
+    assert s.STORE_PARTIAL not in s.stores(big, "f16", "f16") + s.stores(swapped, "f32", "bf16")
+    assert s.stores(split_k, "f32", "bf16") == (s.STORE_DIRECT,)
+    v = variants.find_path("bf16", "bf16", "f32", "wgmma")
+    sources = {st: s.spec(v, "bf16", big, st).source() for st in s.stores(big, "f32", "bf16")}
+    for st, src in sources.items():
+        assert f"#define GN_STORE {st}\n" in src
+    assert len(set(sources.values())) == len(sources)
+    assert s.spec(v, "bf16", big) == s.spec(v, "bf16", big, s.STORE_TMA)

@@ -506,3 +506,34 @@ def test_swapped_tiles_unaligned_out_and_per_tensor_scales(out):
     assert padded[:, 0].isnan().all()
     with pytest.raises(gn_mm.UnsupportedError, match="without K splits"):
         gn_mm.mm(a, w.t(), config=cfg, splits=2)
+
+
+@pytest.mark.parametrize("swap", [False, True], ids=["plain", "swapped"])
+def test_epilogue_builds_follow_each_call(swap):
+    """One plan, its epilogue build picked per call (sm90_mm.store_for): no terms, per-row and per-column scales, a
+    bias, each alone (the TMA builds without and with column terms; for a swapped tile the per-row scales are its
+    column terms), then an out= view whose rows do not suit a tensor map (the direct build), in alternating order on
+    the same input: every result against float64."""
+    from gn_mm import sm90_mm
+
+    dev = torch.device("cuda")
+    m, n, k = (320, 4096, 1024) if swap else (2000, 3000, 1000)
+    gpu = api._gpu(torch.cuda.current_device())
+    e4m3 = variants.find("e4m3", "e4m3", "f32")
+    plan = api._plan(e4m3, "bf16", m, n, k, gpu, None, None)
+    assert plan.config.swap == swap and plan.splits == 1 and plan.store == sm90_mm.STORE_TMA, plan.config.name
+    a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
+    w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
+    sa, sb, bias = torch.rand(m, device=dev) + 0.5, torch.rand(n, device=dev) * 0.01 + 0.01, torch.randn(n, device=dev)
+    one = torch.ones((), device=dev)
+    ref = a64 @ w64.t()
+    cases = [({}, ref), (dict(scale_a=sa, scale_b=one), ref * sa.double()[:, None]),
+             (dict(scale_a=one, scale_b=sb), ref * sb.double()[None, :]), (dict(bias=bias), ref + bias.double())]
+    for kw, expect in cases + cases[::-1]:
+        c = _poison(m, n, torch.bfloat16, dev)
+        gn_mm.mm(a, w.t(), out=c, **kw)
+        _check(c, expect, "bf16", INPUT_TOL["e4m3"])
+    wide = _poison(m, n + 3, torch.bfloat16, dev)  # rows of n + 3 values: not whole 16-byte units
+    gn_mm.mm(a, w.t(), out=wide[:, :n], bias=bias)
+    _check(wide[:, :n], ref + bias.double(), "bf16", INPUT_TOL["e4m3"])
+    assert torch.isnan(wide[:, n:].float()).all(), "the view's padding was written"
