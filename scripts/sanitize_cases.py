@@ -59,6 +59,14 @@ if hopper and not w4a16_only:
         w = torch.randn(n, 200, device=dev).bfloat16()
         gn_mm.mm(a, w.t())
         gn_mm.mm(a, w.t(), config=SWAP_CONFIGS[-1])  # swapped: transposed TMA stores, rows and columns ragged
+    # The TMA epilogue's builds with column terms (per-column scales, a bias; a swapped tile's per-row scales) beside
+    # the plain ones, on fp8 with ragged row and column tiles
+    for m, n, k in ((300, 1000, 320), (320, 4096, 1024)):
+        a8 = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
+        w8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
+        sa, sb, one = torch.rand(m, device=dev), torch.rand(n, device=dev), torch.ones((), device=dev)
+        for kw in ({}, dict(scale_a=one, scale_b=sb, bias=torch.randn(n, device=dev)), dict(scale_a=sa, scale_b=one)):
+            gn_mm.mm(a8, w8.t(), **kw)
 # The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
 # registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.
 for dtype, acc in ((torch.bfloat16, torch.float32), (torch.int8, torch.int32)) if not w4a16_only else ():
