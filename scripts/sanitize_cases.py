@@ -117,8 +117,8 @@ if hopper:
         cases = [(k, n, None), (k, n, 3), (2048, 256, 1)]  # N = 1000: a ragged last column tile
         if cfg.k_sub == 4:  # 256-value stages: K in whole stages (640 -> 768: three, split 3 ways in stream-K)
             cases = [(max(768, kk // 256 * 256), nn, splits) for kk, nn, splits in cases]
-        if cfg.ksplit:  # two consumers splitting K, 150 tiles of 5 stages: CTAs whose second tile starts at an odd
-            cases.append((1280, 64 * 150, 1))  # stage count (each consumer keeps the stages of its parity)
+        if cfg.ksplit and ring_reuse:  # two consumers splitting K, 150 tiles of 5 stages: CTAs whose second tile
+            cases.append((1280, 64 * 150, 1))  # starts at an odd stage count (each consumer keeps its parity's stages)
         for kk, nn, splits in cases:
             kk = kk if ring_reuse else min(kk, cfg.stages * cfg.k_sub * 64 // 128 * 128)
             if (kk, nn) not in weights:
