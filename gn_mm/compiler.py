@@ -121,10 +121,13 @@ def _compile_torch(source: str, name: str, arch: Arch) -> tuple[bytes, str]:
     on the H100 machine (NOTES sm90 79), and it drops the log of a successful compile (ptxas -v)."""
     from torch.cuda._utils import _get_nvrtc_library
 
-    lib = _get_nvrtc_library()
+    try:
+        lib = _get_nvrtc_library()
+    except OSError as exc:
+        raise RuntimeError(f"torch's NVRTC library did not load: {exc}") from None
 
     def check(err: int, what: str) -> None:
-        if err:  # (a prototype of our own: setting restype on torch's shared handle would change it for torch)
+        if err:  # (nvrtcGetErrorString returns the text: a prototype that says so)
             text = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_int)(("nvrtcGetErrorString", lib))(err)
             raise RuntimeError(f"{what}: {(text or b'unknown NVRTC error').decode()}")
 

@@ -90,6 +90,7 @@ class Plan:
     variant: Variant | None = field(default=None, compare=False)  # (the kernel's: swapped for a swapped config)
     out: str = ""
     device: object = None
+    builds: dict = field(default_factory=dict, compare=False, repr=False)  # other stores' loaded builds (`build`)
 
     @classmethod
     def make(cls, variant: Variant, out: str, config: Sm90Config, m: int, n: int, splits: int, sm_count: int,
@@ -115,7 +116,10 @@ class Plan:
         """The loaded build of this plan's kernel holding epilogue `store` (`store_for`)."""
         if store == self.store:
             return self.main
-        return runtime.kernel(spec(self.variant, self.out, self.config, store), self.device)
+        handle = self.builds.get(store)
+        if handle is None:
+            handle = self.builds[store] = runtime.kernel(spec(self.variant, self.out, self.config, store), self.device)
+        return handle
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, *, m: int, n: int, k_bytes: int,
                lda_bytes: int, ldb_bytes: int, scale_a=None, scale_b=None, bias=None, workspace=None,

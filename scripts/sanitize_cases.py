@@ -65,7 +65,9 @@ if hopper and not w4a16_only:
         a8 = torch.randn(m, k, device=dev).to(torch.float8_e4m3fn)
         w8 = torch.randn(n, k, device=dev).to(torch.float8_e4m3fn)
         sa, sb, one = torch.rand(m, device=dev), torch.rand(n, device=dev), torch.ones((), device=dev)
-        for kw in ({}, dict(scale_a=one, scale_b=sb, bias=torch.randn(n, device=dev)), dict(scale_a=sa, scale_b=one)):
+        bias = torch.randn(n, device=dev)
+        for kw in ({}, dict(scale_a=one, scale_b=sb, bias=bias), dict(scale_a=sa, scale_b=one),
+                   dict(scale_a=sa, scale_b=sb, bias=bias)):
             gn_mm.mm(a8, w8.t(), **kw)
 # The mma.sync kernel's staged epilogue (whole tiles through the drained ring) beside edge tiles stored from
 # registers: 300 x 520 has both for every config; with scales and bias, and as split-K partials.

@@ -510,17 +510,19 @@ def test_swapped_tiles_unaligned_out_and_per_tensor_scales(out):
 
 @pytest.mark.parametrize("swap", [False, True], ids=["plain", "swapped"])
 def test_epilogue_builds_follow_each_call(swap):
-    """One plan, its epilogue build picked per call (sm90_mm.store_for): no terms, per-row and per-column scales, a
-    bias, each alone (the TMA builds without and with column terms; for a swapped tile the per-row scales are its
-    column terms), then an out= view whose rows do not suit a tensor map (the direct build), in alternating order on
-    the same input: every result against float64."""
+    """A plan's epilogue build is picked per call (sm90_mm.store_for; NOTES sm90 79): one plan made for calls without
+    terms runs calls with none, per-row and per-column scales, a bias, and scales with a bias (the TMA builds without and
+    with column terms, the second built on that call's launch; for a swapped tile the per-row scales are its column
+    terms and the bias is per tile row), in alternating order, then into an out= view whose rows do not suit a tensor
+    map (the direct build); the same calls through gn_mm.mm, whose plans are made for their terms. A call that ran a
+    build without the terms it has would be wrong: every result against float64."""
     from gn_mm import sm90_mm
 
     dev = torch.device("cuda")
     m, n, k = (320, 4096, 1024) if swap else (2000, 3000, 1000)
     gpu = api._gpu(torch.cuda.current_device())
     e4m3 = variants.find("e4m3", "e4m3", "f32")
-    plan = api._plan(e4m3, "bf16", m, n, k, gpu, None, None)
+    plan = api._plan(e4m3, "bf16", m, n, k, gpu, None, None, (False, False))
     assert plan.config.swap == swap and plan.splits == 1 and plan.store == sm90_mm.STORE_TMA, plan.config.name
     a, a64 = _rand(BY_NAME["e4m3"], m, k, dev)
     w, w64 = _rand(BY_NAME["e4m3"], n, k, dev)
@@ -528,12 +530,20 @@ def test_epilogue_builds_follow_each_call(swap):
     one = torch.ones((), device=dev)
     ref = a64 @ w64.t()
     cases = [({}, ref), (dict(scale_a=sa, scale_b=one), ref * sa.double()[:, None]),
-             (dict(scale_a=one, scale_b=sb), ref * sb.double()[None, :]), (dict(bias=bias), ref + bias.double())]
+             (dict(scale_a=one, scale_b=sb), ref * sb.double()[None, :]), (dict(bias=bias), ref + bias.double()),
+             (dict(scale_a=sa, scale_b=sb, bias=bias), ref * sa.double()[:, None] * sb.double()[None, :] + bias.double())]
     for kw, expect in cases + cases[::-1]:
+        c = _poison(m, n, torch.bfloat16, dev)
+        plan.launch(a, w, c, m=m, n=n, k_bytes=k, lda_bytes=k, ldb_bytes=k, **kw)
+        _check(c, expect, "bf16", INPUT_TOL["e4m3"])
         c = _poison(m, n, torch.bfloat16, dev)
         gn_mm.mm(a, w.t(), out=c, **kw)
         _check(c, expect, "bf16", INPUT_TOL["e4m3"])
+    assert set(plan.builds) == {sm90_mm.STORE_TMA_COLS}
     wide = _poison(m, n + 3, torch.bfloat16, dev)  # rows of n + 3 values: not whole 16-byte units
     gn_mm.mm(a, w.t(), out=wide[:, :n], bias=bias)
     _check(wide[:, :n], ref + bias.double(), "bf16", INPUT_TOL["e4m3"])
     assert torch.isnan(wide[:, n:].float()).all(), "the view's padding was written"
+    plan.launch(a, w, wide[:, :n], m=m, n=n, k_bytes=k, lda_bytes=k, ldb_bytes=k, scale_a=sa, scale_b=one)
+    _check(wide[:, :n], ref * sa.double()[:, None], "bf16", INPUT_TOL["e4m3"])
+    assert set(plan.builds) == {sm90_mm.STORE_TMA_COLS, sm90_mm.STORE_DIRECT}
