@@ -532,9 +532,10 @@ def test_epilogue_builds_follow_each_call(swap):
     cases = [({}, ref), (dict(scale_a=sa, scale_b=one), ref * sa.double()[:, None]),
              (dict(scale_a=one, scale_b=sb), ref * sb.double()[None, :]), (dict(bias=bias), ref + bias.double()),
              (dict(scale_a=sa, scale_b=sb, bias=bias), ref * sa.double()[:, None] * sb.double()[None, :] + bias.double())]
+    lds = dict(m=m, n=n, k_bytes=k, lda_bytes=a.stride(0), ldb_bytes=w.stride(0))  # (fp8: bytes; _rand pads rows)
     for kw, expect in cases + cases[::-1]:
         c = _poison(m, n, torch.bfloat16, dev)
-        plan.launch(a, w, c, m=m, n=n, k_bytes=k, lda_bytes=k, ldb_bytes=k, **kw)
+        plan.launch(a, w, c, **lds, **kw)
         _check(c, expect, "bf16", INPUT_TOL["e4m3"])
         c = _poison(m, n, torch.bfloat16, dev)
         gn_mm.mm(a, w.t(), out=c, **kw)
@@ -544,6 +545,6 @@ def test_epilogue_builds_follow_each_call(swap):
     gn_mm.mm(a, w.t(), out=wide[:, :n], bias=bias)
     _check(wide[:, :n], ref + bias.double(), "bf16", INPUT_TOL["e4m3"])
     assert torch.isnan(wide[:, n:].float()).all(), "the view's padding was written"
-    plan.launch(a, w, wide[:, :n], m=m, n=n, k_bytes=k, lda_bytes=k, ldb_bytes=k, scale_a=sa, scale_b=one)
+    plan.launch(a, w, wide[:, :n], **lds, scale_a=sa, scale_b=one)
     _check(wide[:, :n], ref * sa.double()[:, None], "bf16", INPUT_TOL["e4m3"])
     assert set(plan.builds) == {sm90_mm.STORE_TMA_COLS, sm90_mm.STORE_DIRECT}
