@@ -52,6 +52,12 @@ def column_terms(config: Sm90Config, row_scales: bool, col_terms: bool) -> bool:
     return row_scales if config.swap else col_terms
 
 
+def flag_terms(flags: list) -> tuple[bool, bool]:
+    """(per-row scales of A, per-column scales of B or a bias) of a call, from its `epilogue_args` flags: the `terms`
+    that `column_terms` takes."""
+    return flags[0] == 2, flags[1] == 2 or flags[2] == 1
+
+
 def stores(config: Sm90Config, acc: str, out: str) -> tuple[int, ...]:
     """Every build of config that a call accumulating in `acc` into `out` may run (what the compile sweeps build):
     TMA where a chunk fits (with column terms for float outputs), direct, and partials for K splits (never for
@@ -131,8 +137,9 @@ class Plan:
         c_ptr, ldc = c.data_ptr(), c.stride(0)
         item = c.element_size()
         ptrs, flags = epilogue_args(c, scale_a, scale_b, bias)
+        cols = column_terms(cfg, *flag_terms(flags))
         if cfg.swap:
-            return self._launch_swapped(a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, record)
+            return self._launch_swapped(a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, cols, record)
         if cfg.cluster_n == 1:
             map_a, map_at = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_m, "a")
         else:  # each CTA of a cluster multicasts part of A: full boxes only (the kernel ignores map_at)
@@ -146,7 +153,7 @@ class Plan:
         # whole 16-byte units: the TMA unit wrote the rest of a row's last 16 bytes past N into an out= view's
         # padding, found by tests/test_fuzz_gpu.py) and the tile holds a whole 128-byte chunk (the kernel stores
         # columns past its last whole chunk directly): `store_for`.
-        store = store_for(cfg, self.splits, item, _tma_rows(c, n), flags[1] == 2 or flags[2] == 1)
+        store = store_for(cfg, self.splits, item, _tma_rows(c, n), cols)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 64, "out") if store in (STORE_TMA, STORE_TMA_COLS) \
             else map_a
         runtime.launch(self.build(store), (self.grid, 1, 1), (cfg.threads, 1, 1),
@@ -156,7 +163,7 @@ class Plan:
         if self.splits > 1:
             reduce(self.reduce, partial, c, ptrs, flags, m, n, self.splits, record)
 
-    def _launch_swapped(self, a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, record) -> None:
+    def _launch_swapped(self, a, b, c, m, n, k_bytes, lda_bytes, ldb_bytes, ptrs, flags, cols, record) -> None:
         """The kernel on C^T = B A^T: B's [N, K] storage as its A (tile rows along N), A's as its B, C written
         transposed from the tile (rows of C in boxes of 16). Scales trade places (a per-row scale of the kernel's
         tile is a per-column scale of C) and the bias is per tile row (has_bias = 2)."""
@@ -165,7 +172,7 @@ class Plan:
         map_a, map_at = tma.rows_maps(b.data_ptr(), n, k_bytes, ldb_bytes, cfg.block_m, "b")
         map_b, map_bt = tma.rows_maps(a.data_ptr(), m, k_bytes, lda_bytes, cfg.block_n, "a")
         (sa, sb, bias), (mode_a, mode_b, has_bias) = ptrs, flags
-        store = store_for(cfg, 1, item, _tma_rows(c, n), mode_a == 2)  # (the kernel's per-column scale_b)
+        store = store_for(cfg, 1, item, _tma_rows(c, n), cols)
         map_c = tma.rows_map(c_ptr, m, n * item, ldc * item, 16, "out") if store != STORE_DIRECT else map_a
         runtime.launch(self.build(store), (self.grid, 1, 1), (cfg.threads, 1, 1),
                        [map_a, map_b, map_at, map_bt, map_c, c_ptr, sb, sa, bias, c, n, m, k_bytes, ldc, 1,
