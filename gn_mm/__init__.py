@@ -18,9 +18,11 @@ from .variant_table import MMA_SYNC, Variant, variants
 from .sm80_w4a16 import W4A16Config
 from .w4a16 import can_implement as w4a16_can_implement, w4a16_mm
 from .w4a16_formats import W4A16Weight, prepare as prepare_w4a16
+from .w4a16_formats import from_awq as w4a16_from_awq, from_gptq as w4a16_from_gptq
 
 __all__ = [
     "__version__", "mm", "Sm80Config", "SM80_CONFIGS", "Sm90Config", "SM90_CONFIGS", "Int4Tensor", "pack_int4", "unpack_int4",
     "Variant", "MMA_SYNC", "variants", "GnMmError", "UnsupportedError", "LayoutError", "ArchError", "CompileError",
-    "w4a16_mm", "prepare_w4a16", "W4A16Weight", "W4A16Config", "w4a16_can_implement",
+    "w4a16_mm", "prepare_w4a16", "W4A16Weight", "W4A16Config", "w4a16_can_implement", "w4a16_from_gptq",
+    "w4a16_from_awq",
 ]

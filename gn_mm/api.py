@@ -36,13 +36,15 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
       (bfloat16 for int8 when scales are given). The variant table lists every allowed output.
     scale_a / scale_b: fp8 and int8 only; fp32 scalars ([] or [1]), per row of A ([M]) or per column of
       B ([N]); out = (A @ B) * scale_a * scale_b + bias, computed in fp32.
-    bias: [N], any float output.
+    bias: [N] or [1, N], any float output.
     config: a gn_mm.Sm90Config (wgmma, sm_90 only) or gn_mm.Sm80Config (mma.sync), or its name, to override
       the heuristic; the config's family is the kernel that runs. "mma.sync" or "wgmma": that family with
       its heuristic config (mma.sync on sm_90 runs the sm_80 kernel, e.g. to compare the two).
     splits: K splits (split-K) to override the heuristic, which splits only when the output tiles cannot fill
       the GPU; never with f16 accumulation.
-    out: optional [M, N] result tensor (rows contiguous); its dtype is the output dtype if out_dtype is None.
+    out: optional [M, N] result tensor (rows contiguous), sharing no memory with the inputs; its dtype is the
+      output dtype if out_dtype is None.
+    No backward: tensors that require grad are refused while grad mode is on (use torch.no_grad()).
 
     Fast path: both operands K-contiguous (b passed as w.t() of an [N, K] weight). Other layouts are copied
     once to K-contiguous storage. K-contiguous rows must start on 16-byte boundaries (pointer and row stride),
@@ -50,43 +52,54 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     """
     # Fast path: a call whose metadata (dtypes, shapes, strides, devices, options, a given output's) was validated
     # before and needs no copies reuses that work; only what can change between such calls (pointer alignment, the
-    # current device) is checked again, and a call that repeats an earlier call's pointers replays its packed
-    # launches (_FastCall.run). Scales and bias qualify when they are already what the kernel reads (contiguous
+    # current device, grad mode, a given out's overlap with the inputs) is checked again, and a call that repeats an
+    # earlier call's pointers replays its packed launches (_FastCall.run). Scales and bias qualify when they are already what the kernel reads (contiguous
     # fp32). It is what decode-sized calls spend their time on: 28 -> 11 us per call on the H100 machine's host,
     # where torch.matmul takes 14-15 (benchmarks/NOTES.md, sm90 34).
-    key = None
-    if type(a) is torch.Tensor and type(b) is torch.Tensor and (out is None or type(out) is torch.Tensor):
-        key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, b.device, acc_dtype, out_dtype,
-               config, splits)
-        if out is not None:
-            key += (out.dtype, out.shape, out.stride(), out.device)
-        if scale_a is not None or scale_b is not None or bias is not None:
-            key = key + (_meta(scale_a), _meta(scale_b), _meta(bias)) if _as_is(scale_a) and _as_is(scale_b) and \
-                _as_is(bias) else None
-    if key is not None:
-        fast = _fast_calls.get(key)
-        if fast is not None:
-            pa, pb = a.data_ptr(), b.data_ptr()
-            if not (pa | pb) % 16 and fast.device_index == runtime.current_device() and \
-                    (out is None or out.data_ptr() % out.element_size() == 0):
-                c = torch.empty_strided(fast.shape, fast.strides, dtype=fast.dtype, device=a.device) if out is None \
-                    else out
-                fast.run(a, b, c, pa, pb, scale_a, scale_b, bias)
-                return c
+    key = fast = None
+    try:
+        if type(a) is torch.Tensor and type(b) is torch.Tensor and (out is None or type(out) is torch.Tensor):
+            key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, b.device, acc_dtype,
+                   out_dtype, config, splits)
+            grad = a.requires_grad or b.requires_grad
+            if out is not None:
+                key += (out.dtype, out.shape, out.stride(), out.device)
+                grad = grad or out.requires_grad
+            if scale_a is not None or scale_b is not None or bias is not None:
+                key = key + (_meta(scale_a), _meta(scale_b), _meta(bias)) if _as_is(scale_a) and _as_is(scale_b) \
+                    and _as_is(bias) else None
+                grad = grad or _grad(scale_a, scale_b, bias)
+            if grad and torch.is_grad_enabled():
+                key = None  # the checks below refuse it (no backward)
+        if key is not None:
+            fast = _fast_calls.get(key)
+    except (TypeError, RuntimeError):  # an unhashable option, a tensor without strides: the checks below name it
+        key = fast = None
+    if fast is not None:
+        pa, pb = a.data_ptr(), b.data_ptr()
+        if not (pa | pb) % 16 and fast.device_index == runtime.current_device() and \
+                (out is None or fast.takes(out, pa, pb, scale_a, scale_b, bias)):
+            c = torch.empty_strided(fast.shape, fast.strides, dtype=fast.dtype, device=a.device) if out is None \
+                else out
+            fast.run(a, b, c, pa, pb, scale_a, scale_b, bias)
+            return c
     ea, eb = _elem(a, "a"), _elem(b, "b")
+    _check_tensors(a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias, out=out)
     _check_2d(a, "a")
     _check_2d(b, "b")
     m, k = a.shape
     if b.shape[0] != k:
         raise LayoutError(f"b: shape {tuple(b.shape)} does not match a {tuple(a.shape)} (need b.shape[0] == {k})")
     n = b.shape[1]
+    _check_overlap(out, a=a, b=b, scale_a=scale_a, scale_b=scale_b, bias=bias)
 
     acc = _acc_name(acc_dtype, ea)
     variant = find(ea.name, eb.name, acc)
+    config = _named(config)  # the int4 decision below and the plan must see the same config
+    _check_config(config)  # before the empty-problem returns: a bad option fails whatever the shape
+    _check_splits_arg(splits, variant)
     scaled = scale_a is not None or scale_b is not None
-    if out_dtype is None and out is not None:
-        out_dtype = out.dtype
-    out_name = _out_name(out_dtype, variant, ea, scaled)
+    out_name = _out_name(out_dtype, out, variant, ea, scaled)
     scale_a = _scale(scale_a, "scale_a", m, variant, out_name)
     scale_b = _scale(scale_b, "scale_b", n, variant, out_name)
     bias = _bias(bias, n, out_name)
@@ -105,7 +118,6 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     a_store, lda = _k_major(a, "a", ea, transposed=False)
     b_store, ldb = _k_major(b, "b", eb, transposed=True)
     k_bytes = k * ea.bits // 8
-    config = _named(config)  # the int4 decision below and the plan must see the same config
     if ea.bits == 4 and _wgmma_twin(variant, gpu, config, m, n) is not None:
         # Hopper has no int4 tensor-core instruction: unpack both operands to int8 and run the s8/u8 wgmma.
         a_store, lda = int4_unpack.unpack_rows(a_store, k, ea.name == "s4", gpu.arch)
@@ -120,7 +132,8 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
         if len(_fast_calls) >= 4096:
             _fast_calls.clear()
         _fast_calls[key] = _FastCall(plan, (m, n), (n, 1), c.dtype, gpu.index,
-                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb), runtime.Replays())
+                                     dict(m=m, n=n, k_bytes=k_bytes, lda_bytes=lda, ldb_bytes=ldb), runtime.Replays(),
+                                     (_extent(a), _extent(b), _extent(c)))
     if gpu.index == runtime.current_device():
         plan.launch(a_store, b_store, c, **args)
     else:  # kernels launch in the current device's context: switch to the tensors' GPU
@@ -138,6 +151,17 @@ class _FastCall:
     device_index: int
     args: dict
     replays: runtime.Replays  # the plan's launches by call pointers (a split-K workspace's included)
+    extents: tuple  # bytes spanned by a, b and c (_extent): a given out's overlap check, in integers
+
+    def takes(self, out, pa: int, pb: int, scale_a, scale_b, bias) -> bool:
+        """Whether a given `out` (the validated call's metadata) can be written: aligned to its elements and sharing
+        no byte with a (at pa), b (at pb), the scales or bias. Otherwise the slow path says what is wrong."""
+        lo = out.data_ptr()
+        ea, eb, ec = self.extents
+        hi = lo + ec
+        return not (lo % out.element_size() or pa < hi and lo < pa + ea or pb < hi and lo < pb + eb or
+                    scale_a is not None and _meets(scale_a, lo, hi) or scale_b is not None and _meets(scale_b, lo, hi)
+                    or bias is not None and _meets(bias, lo, hi))
 
     def run(self, a, b, c, pa: int, pb: int, scale_a, scale_b, bias) -> None:
         ws = self.plan.workspace(c)
@@ -160,6 +184,24 @@ def _as_is(x) -> bool:
 
 def _meta(x):
     return None if x is None else (x.shape, x.device)
+
+
+def _grad(x, y, z) -> bool:
+    """Whether one of the optional tensors (the fast path's scales and bias) requires grad: one call, not three."""
+    return x is not None and x.requires_grad or y is not None and y.requires_grad or z is not None and z.requires_grad
+
+
+def _meets(x, lo: int, hi: int) -> bool:
+    """Whether contiguous x (a fast-path scale or bias) shares a byte with [lo, hi)."""
+    p = x.data_ptr()
+    return p < hi and lo < p + x.numel() * x.element_size()
+
+
+def _extent(x) -> int:
+    """Bytes from x's first element to the end of its last (torch strides are never negative); 0 if empty."""
+    if x.numel() == 0:
+        return 0
+    return (1 + sum((size - 1) * stride for size, stride in zip(x.shape, x.stride()))) * x.element_size()
 
 
 @dataclass(frozen=True, eq=False)  # one object per device (lru_cache below): identity hashing
@@ -280,7 +322,7 @@ def _named(config):
         try:
             return Sm90Config.parse(config)
         except ValueError as exc:
-            raise UnsupportedError(f"config: {exc}") from None
+            raise UnsupportedError(str(exc)) from None  # parse's message names config already
     return config
 
 
@@ -313,6 +355,41 @@ def _elem(x, name: str) -> Elem:
     return e
 
 
+def _check_tensors(**tensors) -> None:
+    """What every tensor argument needs before its strides are read: `out` a torch.Tensor, strided (dense)
+    storage, and no autograd while grad mode is on (there is no backward: a gradient would be dropped silently).
+    Other types pass: each argument's own check names them."""
+    out = tensors["out"]
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"out: expected a torch.Tensor, got {type(out).__name__}")
+    grad = torch.is_grad_enabled()
+    for name, x in tensors.items():
+        x = x.data if isinstance(x, Int4Tensor) else x
+        if not isinstance(x, torch.Tensor):
+            continue
+        if x.layout != torch.strided:
+            kind = "sparse" if "sparse" in str(x.layout) else str(x.layout)
+            raise UnsupportedError(f"{name}: {kind} tensors are not supported; pass a dense tensor")
+        if grad and x.requires_grad:
+            raise UnsupportedError(f"{name}: requires grad; gn_mm.mm has no backward: call it under torch.no_grad() "
+                                   "or torch.inference_mode()")
+
+
+def _check_overlap(out, **inputs) -> None:
+    """A given `out` must share no byte with an input: the kernel would overwrite data it still reads (a race, not
+    an in-place update). Compares the byte ranges the tensors span."""
+    if out is None:
+        return
+    lo = out.data_ptr()
+    hi = lo + _extent(out)
+    for name, x in inputs.items():
+        x = x.data if isinstance(x, Int4Tensor) else x
+        if isinstance(x, torch.Tensor) and x.device == out.device:
+            p = x.data_ptr()
+            if p < hi and lo < p + _extent(x):
+                raise LayoutError(f"out: overlaps {name}; pass a separate tensor")
+
+
 def _check_2d(x, name: str) -> None:
     if x.dim() != 2:
         raise LayoutError(f"{name}: expected a 2-D matrix, got shape {tuple(x.shape)}")
@@ -331,22 +408,34 @@ def _check_devices(a, b, **extras) -> torch.device:
 def _acc_name(acc_dtype, ea: Elem) -> str:
     if acc_dtype is None:
         return "s32" if ea.is_int else "f32"
+    if not isinstance(acc_dtype, torch.dtype):
+        raise UnsupportedError(f"acc_dtype: expected a torch.dtype, got {type(acc_dtype).__name__} {acc_dtype!r}; "
+                               "use torch.float32, torch.float16 or torch.int32")
     if acc_dtype not in _ACC_NAMES:
         raise UnsupportedError(f"acc_dtype: {acc_dtype} is not an accumulator; use torch.float32, "
                                "torch.float16 or torch.int32")
     return _ACC_NAMES[acc_dtype]
 
 
-def _out_name(out_dtype, v: Variant, ea: Elem, scaled: bool) -> str:
+def _out_name(out_dtype, out, v: Variant, ea: Elem, scaled: bool) -> str:
+    """The output type's name: out_dtype's, else a given out's dtype, else the default for the inputs."""
+    arg = "out_dtype"
+    if out_dtype is None and out is not None:
+        out_dtype, arg = out.dtype, "out"
     if out_dtype is None:
         if v.acc == "f16":
             return "f16"
         if ea.is_int:
             return "bf16" if scaled and v.scalable else "s32"
         return {"bf16": "bf16", "f16": "f16", "tf32": "f32"}.get(ea.name, "bf16")
+    allowed = ", ".join(str(OUT_DTYPES[o]) for o in v.outs)
+    if not isinstance(out_dtype, torch.dtype):
+        raise UnsupportedError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__} {out_dtype!r}; "
+                               f"allowed: {allowed}")
     name = DTYPE_NAMES.get(out_dtype)
     if name not in v.outs:
-        allowed = ", ".join(str(OUT_DTYPES[o]) for o in v.outs)
+        if arg == "out":
+            raise UnsupportedError(f"out: dtype {out_dtype} is not an output of {v.name}; allowed: {allowed}")
         raise UnsupportedError(f"out_dtype: {v.name} cannot produce {out_dtype}; allowed: {allowed}")
     return name
 
@@ -373,16 +462,16 @@ def _bias(bias, n: int, out: str) -> torch.Tensor | None:
         raise UnsupportedError("bias: needs a float output; pass out_dtype (int32 results take no bias)")
     if not isinstance(bias, torch.Tensor) or not bias.dtype.is_floating_point:
         raise TypeError("bias: expected a floating-point tensor")
-    if bias.numel() != n or bias.dim() not in (1, 2):
-        raise LayoutError(f"bias: expected shape [{n}], got {tuple(bias.shape)}")
+    if tuple(bias.shape) not in ((n,), (1, n)):  # [N, 1] would broadcast down the rows in torch, not along them
+        raise LayoutError(f"bias: expected shape [N] or [1, N] with N = {n}, got {tuple(bias.shape)}")
     return bias.reshape(-1).to(torch.float32).contiguous()
 
 
 def _output(out, m: int, n: int, dtype: torch.dtype, device) -> torch.Tensor:
     if out is None:
         return torch.empty((m, n), dtype=dtype, device=device)
-    if not isinstance(out, torch.Tensor) or out.dtype != dtype:
-        raise UnsupportedError(f"out: expected a {dtype} tensor, got {getattr(out, 'dtype', type(out))}")
+    if out.dtype != dtype:  # out_dtype asks for another type (_check_tensors made sure out is a tensor)
+        raise UnsupportedError(f"out: expected a {dtype} tensor, got {out.dtype}")
     if tuple(out.shape) != (m, n):
         raise LayoutError(f"out: expected shape ({m}, {n}), got {tuple(out.shape)}")
     if n > 1 and out.stride(1) != 1 or m > 1 and out.stride(0) < n:
@@ -408,9 +497,12 @@ def _k_major(x, name: str, e: Elem, transposed: bool) -> tuple[torch.Tensor, int
             raise LayoutError(f"{name}: int4 data is packed along K; pass {want}")
         x, transposed = x.data, False
     k_dim = 0 if transposed else 1
-    if x.size(k_dim) > 1 and x.stride(k_dim) != 1:
-        x, k_dim = _copy_k_major(x.t() if transposed else x), 1
     rows_dim = 1 - k_dim
+    # Rows closer together than K values (a broadcast's stride 0) overlap: no tensor map takes them, so they are
+    # copied like any other layout that is not K-contiguous.
+    if x.size(k_dim) > 1 and x.stride(k_dim) != 1 or x.size(rows_dim) > 1 and x.stride(rows_dim) < x.size(k_dim):
+        x, k_dim = _copy_k_major(x.t() if transposed else x), 1
+        rows_dim = 0
     item = x.element_size()
     ld = x.stride(rows_dim) * item if x.size(rows_dim) > 1 else 16
     if x.data_ptr() % 16:
@@ -438,12 +530,20 @@ def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
     return buf[:, :k]
 
 
-def _check_splits(splits, k_bytes: int, cfg, variant: Variant) -> int:
-    k_tiles = -(-k_bytes // cfg.block_k_bytes)
-    if not isinstance(splits, int) or splits < 1:
+def _check_splits_arg(splits, variant: Variant) -> None:
+    """splits= on its own: None or a positive int, and no split of f16 accumulation."""
+    if splits is None:
+        return
+    if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
         raise UnsupportedError(f"splits: expected a positive int, got {splits!r}")
     if splits > 1 and variant.acc == "f16":
         raise UnsupportedError("splits: f16 accumulation cannot be split (its rounding is the point)")
+
+
+def _check_splits(splits: int, k_bytes: int, cfg, variant: Variant) -> int:
+    """The kernel's split count for `splits` (given, or the heuristic's: never None here)."""
+    _check_splits_arg(splits, variant)
+    k_tiles = -(-k_bytes // cfg.block_k_bytes)
     per = -(-k_tiles // splits)
     return -(-k_tiles // per)  # the kernel's split count: none of the splits is empty
 
@@ -466,12 +566,21 @@ def _check_cluster_k(cfg: Sm90Config, splits: int, k_bytes: int, variant: Varian
                                f"{cfg.block_k_bytes} bytes: some CTAs would get none; use fewer (_k2, _k4) or none")
 
 
+def _check_config(config) -> None:
+    """config= after _named: None, a family name or a config object (_named resolved every known name)."""
+    if isinstance(config, str) and config not in FAMILIES:
+        known = ", ".join(FAMILIES + tuple(_CONFIG_BY_NAME))
+        raise UnsupportedError(f"config: unknown name {config!r}; known: {known}")
+    if not (config is None or isinstance(config, (str, Sm80Config, Sm90Config))):
+        raise TypeError(f"config: expected a gn_mm.Sm80Config, gn_mm.Sm90Config or a config name, "
+                        f"got {type(config).__name__}")
+
+
 def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
     if config is None:
         return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc)
-    if isinstance(config, str):  # _named resolved every known name already
-        raise UnsupportedError(f"config: unknown name {config!r}; known: {', '.join(FAMILIES + tuple(_CONFIG_BY_NAME))}")
-    if not isinstance(config, Sm80Config):
+    _check_config(config)
+    if not isinstance(config, Sm80Config):  # a family name or Sm90Config never gets here (_plan)
         raise TypeError("config: expected a gn_mm.Sm80Config or a config name")
     config.check(arch, smem_limit)
     return config

@@ -16,6 +16,9 @@ from .errors import LayoutError
 
 @dataclass(frozen=True)
 class Sm80Config:
+    """One tile configuration of the sm80_mm (mma.sync) kernel: a block_m x block_n output tile per CTA, K moved
+    block_k_bytes per pipeline stage through `stages` stages, warp_m x warp_n warps, group_m row tiles that sweep
+    the columns together (L2 reuse). `name` / `parse` give its string form, which `gn_mm.mm(config=...)` takes."""
     block_m: int
     block_n: int
     block_k_bytes: int

@@ -76,13 +76,19 @@ def pack_int4(values: torch.Tensor, signed: bool | None = None) -> Int4Tensor:
 
     signed=None infers it: int4 unless some value is above 7 (then uint4).
     """
-    if not isinstance(values, torch.Tensor) or values.dim() != 2 or values.dtype.is_floating_point:
-        raise TypeError("pack_int4: values must be a 2-D integer tensor [rows, K]")
-    v = values.to(torch.int16)
+    if not isinstance(values, torch.Tensor) or values.dim() != 2 or values.dtype.is_floating_point \
+            or values.dtype.is_complex:
+        got = f"{values.dtype} of shape {tuple(values.shape)}" if isinstance(values, torch.Tensor) else \
+            type(values).__name__
+        raise TypeError(f"pack_int4: values must be a 2-D integer tensor [rows, K], got {got}")
+    # Range-check the values as given (narrowing first would wrap 65539 to 3 and pack it). Unsigned types widen: a
+    # uint8 compared with -8 wraps the -8; in int64 only uint64's top half wraps (to negatives, caught below).
+    v = values if values.dtype.is_signed else values.to(torch.int16 if values.element_size() == 1 else torch.int64)
+    wrapped = not values.dtype.is_signed and bool((v < 0).any())
     if signed is None:
         signed = not bool((v > 7).any())
     lo, hi = (-8, 7) if signed else (0, 15)
-    if bool((v < lo).any()) or bool((v > hi).any()):
+    if wrapped or bool((v < lo).any()) or bool((v > hi).any()):
         raise ValueError(f"pack_int4: values must lie in [{lo}, {hi}] for {'int4' if signed else 'uint4'}")
     if v.shape[1] % 2:
         v = torch.nn.functional.pad(v, (0, 1))
@@ -92,6 +98,9 @@ def pack_int4(values: torch.Tensor, signed: bool | None = None) -> Int4Tensor:
 
 def unpack_int4(data: torch.Tensor, signed: bool = True) -> torch.Tensor:
     """uint8 [rows, K/2] -> int8 [rows, K] (low nibble first)."""
+    if not isinstance(data, torch.Tensor) or data.dtype != torch.uint8 or data.dim() != 2:
+        got = f"{data.dtype} of shape {tuple(data.shape)}" if isinstance(data, torch.Tensor) else type(data).__name__
+        raise TypeError(f"unpack_int4: data must be a 2-D torch.uint8 tensor (two values per byte along K), got {got}")
     lo = (data & 0xF).to(torch.int8)
     hi = (data >> 4).to(torch.int8)
     x = torch.stack((lo, hi), dim=-1).reshape(data.shape[0], -1)

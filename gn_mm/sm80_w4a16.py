@@ -25,6 +25,9 @@ MIN_CC = 80
 
 @dataclass(frozen=True)
 class W4A16Config:
+    """One tile configuration of the sm80_w4a16 kernel: a block_m x block_n output tile per CTA, warp_m x warp_n
+    warps, `stages` pipeline stages and min_blocks CTAs per SM for __launch_bounds__. `name` / `parse` give its
+    string form."""
     block_m: int
     block_n: int
     warp_m: int  # warps along M

@@ -23,6 +23,9 @@ ROW_BYTES = 128
 
 @dataclass(frozen=True)
 class Sm90Config:
+    """One tile configuration of the sm90_mm (wgmma + TMA) kernel: a block_m x block_n output tile per CTA, `stages`
+    128-byte K stages, group_m row tiles sweeping the columns together, optional clusters (cluster_m / cluster_n
+    share a tile by multicast, cluster_k splits K on chip) and swap (C^T = B A^T). `name` / `parse`: its string form."""
     block_m: int    # 64, 128 or 192: one m64 wgmma row block per consumer warpgroup
     block_n: int    # wgmma N: multiple of 16, <= 256
     stages: int

@@ -50,6 +50,9 @@ SCALED_TYPES = ("e4m3", "e5m2", "s8", "u8")
 
 @dataclass(frozen=True, eq=False)  # one object per variant: identity hashing keeps plan lookups cheap
 class Variant:
+    """One tensor-core instruction as a row of the variant table: input types `a` and `b`, accumulator `acc`, the
+    output types it may produce (`outs`), its MMA `shape`, the oldest arch that has it (`min_arch`), the archs that
+    emulate it, and its `path` (mma.sync or wgmma)."""
     a: str
     b: str
     acc: str

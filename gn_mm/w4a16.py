@@ -6,34 +6,48 @@ from sm_80 the sm80_w4a16 kernel (mma.sync); on ROCm builds of torch the hipRTC 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import weakref
 
 import torch
 
 from . import runtime, sm80_w4a16, sm90_w4a16, w4a16_decode
 from .arch import Arch
 from .errors import ArchError, LayoutError, UnsupportedError
-from .w4a16_formats import W4A16Weight, check_gptq, prepare
+from .w4a16_formats import W4A16Weight, as_int, check_gptq, g_idx_problem, prepare, zp_bias_problem
 
 ACT_DTYPES = (torch.float16, torch.bfloat16)
+# Problem lines that raise UnsupportedError (no kernel implements it) or ArchError (this device cannot run it: a
+# caller's `except gn_mm.ArchError` CPU fallback catches it, as with gn_mm.mm); every other line is a LayoutError.
+UNSUPPORTED_LINES = ("a: dtype", "g_idx: act-order")
+ARCH_PHRASES = ("w4a16_mm runs on a CUDA or ROCm GPU", "w4a16_mm needs sm_80 or newer")
 
 
 def can_implement(a: torch.Tensor | None, qweight, scales=None, qzeros=None, *, group_size: int | None = None,
                   zp_bias: int = 8, bias: torch.Tensor | None = None, g_idx=None) -> list[str]:
     """Why gn_mm would refuse `w4a16_mm(a, qweight, scales, qzeros, ...)`: one line per problem, naming the
-    argument and what is allowed; an empty list when it can run. `a` may be None to check only the weight.
-    `qweight` may be a prepared W4A16Weight (then scales, qzeros and group_size are not given)."""
+    argument and what is allowed; an empty list when it can run. `a` may be None to check only the weight; an
+    `a` on a CUDA device is also checked against that GPU (sm_80 or newer, a weight prepared for this vendor).
+    `qweight` may be a prepared W4A16Weight (then scales, qzeros and group_size are not given). config= and
+    splits= are checked by w4a16_mm itself."""
     problems = []
     if isinstance(qweight, W4A16Weight):
         if scales is not None or qzeros is not None or group_size is not None:
             problems.append("scales, qzeros, group_size: already inside the prepared W4A16Weight; pass None")
+        # what was fixed when the weight was prepared: a call cannot change it, so refuse rather than ignore
+        if as_int(zp_bias) != 8:
+            problems.append(f"zp_bias: fixed when the weight was prepared (it is {qweight.zp_bias}); pass the "
+                            f"default")
+        if (why := g_idx_problem(g_idx, qweight.k, qweight.group_size)) is not None:
+            problems.append(why)
         k, n, dtype, device = qweight.k, qweight.n, qweight.dtype, qweight.device
     else:
         if group_size is None:
-            return ["group_size: required with GPTQ tensors (32, 64, 128 or K)"]
+            return ["group_size: required with GPTQ tensors (32, 64, 128, K or -1 for per-channel)"]
         problems += check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
-        if not 0 <= zp_bias <= 15:
-            problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
+        if (why := zp_bias_problem(zp_bias)) is not None:
+            problems.append(why)
         if problems:
             return problems
         k, n, dtype, device = qweight.shape[0], qweight.shape[1] * 8, scales.dtype, qweight.device
@@ -48,16 +62,49 @@ def can_implement(a: torch.Tensor | None, qweight, scales=None, qzeros=None, *, 
                             f"convert one of them")
         if a.dim() != 2 or a.shape[1] != k:
             problems.append(f"a: expected shape [M, K] with K = {k} (qweight's rows), got {tuple(a.shape)}")
-        if a.device != device:
-            problems.append(f"a: on {a.device}, the weight is on {device}")
-        elif a.device.type != "cuda":
+        if a.device.type != "cuda":
             problems.append(f"a: on {a.device}; w4a16_mm runs on a CUDA or ROCm GPU")
+        elif a.device != device:
+            problems.append(f"a: on {a.device}, the weight is on {device}")
+        else:
+            problems += _device_problems(a.device, qweight)
     if bias is not None:
         if not isinstance(bias, torch.Tensor) or bias.dtype != dtype or tuple(bias.shape) != (n,):
             problems.append(f"bias: expected a [{n}] tensor of {dtype}")
         elif bias.device != device:
             problems.append(f"bias: on {bias.device}, the weight is on {device}")
     return problems
+
+
+def _device_problems(device: torch.device, qweight) -> list[str]:
+    """What this GPU (a CUDA device of this torch build) cannot run: an arch before sm_80, or a weight
+    prepared for the other vendor's kernels."""
+    problems = []
+    if not torch.version.hip:
+        arch = Arch.of_device(device)
+        if arch.cc < sm80_w4a16.MIN_CC:
+            problems.append(f"a: on {device}, an {arch.name} GPU; w4a16_mm needs sm_80 or newer (mma.sync "
+                            f"m16n8k16 on fp16/bf16)")
+    want = "gptq" if torch.version.hip else "nv_fragments"
+    if isinstance(qweight, W4A16Weight) and qweight.layout != want:
+        problems.append(_layout_line(qweight.layout))
+    return problems
+
+
+def _layout_line(layout: str) -> str:
+    if torch.version.hip:
+        return (f"qweight: prepared in the {layout!r} layout (for NVIDIA GPUs); on ROCm prepare it with "
+                "gn_mm.prepare_w4a16 on this machine")
+    return (f"qweight: prepared in the {layout!r} layout (for ROCm); on CUDA prepare it with gn_mm.prepare_w4a16 "
+            "on this machine")
+
+
+def _error_class(problems: list[str]) -> type:
+    if any(p.startswith(UNSUPPORTED_LINES) for p in problems):
+        return UnsupportedError
+    if any(phrase in p for p in problems for phrase in ARCH_PHRASES):
+        return ArchError
+    return LayoutError
 
 
 def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzeros: torch.Tensor | None = None, *,
@@ -73,27 +120,37 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
         qweight [K, N // 8] int32, 8 consecutive N-values per word at bits 0, 4, ..., 28;
         scales [K // G, N] in a's dtype; qzeros [K // G, N // 8] int32 packed like qweight, or None: then every
         zero point is zp_bias (8: symmetric uint4b8). w = (q - zero) * scale.
-    group_size: G in {32, 64, 128} or K (per-channel); with GPTQ tensors only.
-    g_idx: act-order (desc_act) checkpoints are not supported: passing one raises with that explanation.
+    group_size: G in {32, 64, 128} or K (per-channel, also written -1); with GPTQ tensors only.
+    zp_bias: an int 0..15; with a W4A16Weight it was fixed by prepare_w4a16 (pass the default).
+    g_idx: GPTQ's per-row group index; the trivial arange(K) // G every GPTQ layer carries is accepted, act-order
+      (desc_act) checkpoints are refused with that explanation.
     bias: [N] in a's dtype. config / splits: override the heuristic (a config or its name: W4A16Config
       "w4a16_..." for the mma.sync kernel, any sm_80+; Sm90W4A16Config "w4a16wg_..." for the wgmma kernel,
       sm_90 only; splits: mma.sync K splits; wgmma 1 = whole tiles, s > 1 = stream-K over tiles x s CTAs).
     out: optional contiguous [M, N] result tensor of a's dtype (a preallocated serving buffer).
-    Errors name the argument (see `w4a16_can_implement`)."""
+    Errors name the argument (see `w4a16_can_implement`): ArchError for activations that are not on a CUDA GPU
+    of sm_80 or newer (as gn_mm.mm), UnsupportedError for dtypes and act-order, LayoutError otherwise."""
     key = None
     if type(qweight) is W4A16Weight and scales is None and qzeros is None and group_size is None \
-            and g_idx is None and type(a) is torch.Tensor and (out is None or type(out) is torch.Tensor):
+            and g_idx is None and type(zp_bias) is int and zp_bias == 8 and type(a) is torch.Tensor \
+            and (out is None or type(out) is torch.Tensor):
         # Serving loops repeat one signature: after one fully checked call, only what can change per call
         # (the activation's and a given output's address alignment, the current device) is looked at again.
         key = (id(qweight), a.shape, a.stride(), a.dtype, a.device, config, splits,
                None if bias is None else (bias.dtype, bias.shape, bias.device, bias.is_contiguous()),
                None if out is None else (out.dtype, out.shape, out.stride(), out.device))
-        # A call that repeats an earlier call's pointers replays its packed launches (runtime.Replays).
-        hit = _fast.get(key)
-        if hit is not None and hit[0] is qweight:
+        try:
+            hit = _fast.get(key)
+        except TypeError:  # an unhashable config or splits: the checked path below names it
+            key = hit = None
+        # A call that repeats an earlier call's pointers replays its packed launches (runtime.Replays). The entry
+        # was recorded on a's device, so it is taken only while that is the current device (kernels launch in the
+        # current device's context); otherwise the checked path switches device.
+        if hit is not None and hit[0]() is qweight:
             pa = a.data_ptr()
             if pa % 16 == 0 and hit[2] == runtime.current_device() and (out is None or out.data_ptr() % 16 == 0):
-                weight, plan, device_index, replays = hit
+                _, plan, device_index, replays = hit
+                weight = qweight
                 c = out if out is not None else \
                     torch.empty_strided((a.shape[0], weight.n), (weight.n, 1), dtype=weight.dtype, device=a.device)
                 ws = plan.workspace(a)
@@ -106,8 +163,12 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
     problems = can_implement(a, qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias, bias=bias,
                              g_idx=g_idx)
     if problems:
-        kind = UnsupportedError if any(p.startswith(("a: dtype", "g_idx")) for p in problems) else LayoutError
-        raise kind("w4a16_mm: " + "; ".join(problems))
+        raise _error_class(problems)("w4a16_mm: " + "; ".join(problems))
+    config = _config(config)
+    if splits is not None:
+        if as_int(splits) is None or as_int(splits) < 1:
+            raise LayoutError(f"splits: expected None or an int >= 1, got {splits!r}")
+        splits = as_int(splits)
     if not isinstance(w, W4A16Weight):
         w = prepare(qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias)
     if a.stride(-1) != 1 or (a.stride(0) * 2) % 16 or a.data_ptr() % 16:
@@ -121,26 +182,46 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
     if torch.version.hip:
         from . import rocm_w4a16
 
-        rocm_w4a16.launch(a, w, c, bias)
+        with _on_device(a.device):
+            rocm_w4a16.launch(a, w, c, bias)
         return c
     if w.layout != "nv_fragments":
-        raise LayoutError(f"qweight: prepared in the {w.layout!r} layout (for ROCm); on CUDA prepare it with "
-                          "gn_mm.prepare_w4a16 on this machine")
-    plan = _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
-                 runtime.current_device(), _config(config), splits)
-    if isinstance(plan, sm90_w4a16.Plan) and c.data_ptr() % 16:  # TMA stores need a 16-byte aligned start
-        aligned = torch.empty_like(c)
-        plan.launch(a, w, aligned, bias)
-        return c.copy_(aligned)
-    plan.launch(a, w, c, bias)
+        raise LayoutError(_layout_line(w.layout))
+    with _on_device(a.device):  # plan and launch for a's GPU, whichever device is current
+        plan = _plan(w.dtype, sm80_w4a16.kernel_group_size(w), w.zeros is not None, m, w.n, w.packed.shape[0],
+                     a.device.index, config, splits)
+        if isinstance(plan, sm90_w4a16.Plan) and c.data_ptr() % 16:  # TMA stores need a 16-byte aligned start
+            aligned = torch.empty_like(c)
+            plan.launch(a, w, aligned, bias)
+            return c.copy_(aligned)
+        plan.launch(a, w, c, bias)
     if key is not None and a is a_given and bias is bias_given:  # no copies were needed: a reusable signature
-        if len(_fast) >= 1024:
-            _fast.clear()
-        _fast[key] = (qweight, plan, runtime.current_device(), runtime.Replays())
+        _remember(key, qweight, plan, a.device.index)
     return c
 
 
-# call signature -> (weight, plan, device index, its recorded launches): the checked calls a serving loop repeats
+def _on_device(device: torch.device):
+    """Kernels launch in the current device's context: switch to `device` where it is another CUDA device."""
+    if device.type != "cuda" or device.index == runtime.current_device():
+        return contextlib.nullcontext()
+    return torch.cuda.device(device.index)
+
+
+def _remember(key, weight: W4A16Weight, plan, device_index: int) -> None:
+    """Keep a checked call's plan for the fast path. The weight is held weakly (an unloaded model's weights must
+    free their memory): its entries go when it does, and a dead entry never matches a new object at its id."""
+    if len(_fast) >= 1024:
+        _fast.clear()
+
+    def drop(ref, key=key):
+        if _fast.get(key, (None,))[0] is ref:  # not a newer entry for another object at the same id
+            _fast.pop(key, None)
+
+    _fast[key] = (weakref.ref(weight, drop), plan, device_index, runtime.Replays())
+
+
+# call signature -> (weakref to the weight, plan, device index, its recorded launches): the checked calls a serving
+# loop repeats
 _fast: dict = {}
 runtime.on_clear.append(_fast.clear)
 
@@ -166,12 +247,23 @@ CONFIG_TYPES = {"w4a16dec_": w4a16_decode.DecodeConfig, "w4a16wg_": sm90_w4a16.S
                 "w4a16_": sm80_w4a16.W4A16Config}  # name prefix -> config class (the first that matches)
 
 
+CONFIG_ACCEPTED = ("a config name (w4a16_..., w4a16wg_... or w4a16dec_...) or a W4A16Config / Sm90W4A16Config / "
+                   "DecodeConfig object")
+
+
 def _config(config):
+    """`config=` as a config object (or None); LayoutError naming what is accepted."""
     if config is None or isinstance(config, tuple(CONFIG_TYPES.values())):
         return config
-    name = config.strip() if isinstance(config, str) else ""
-    return next((cls for prefix, cls in CONFIG_TYPES.items() if name.startswith(prefix)),
-                sm80_w4a16.W4A16Config).parse(config)
+    if not isinstance(config, str):
+        raise LayoutError(f"config: expected {CONFIG_ACCEPTED}, got {type(config).__name__}")
+    name = config.strip()
+    cls = next((cls for prefix, cls in CONFIG_TYPES.items() if name.startswith(prefix)), sm80_w4a16.W4A16Config)
+    try:
+        return cls.parse(name)
+    except (ValueError, ArithmeticError) as e:  # (a zero count in a name divides by zero)
+        why = str(e).removeprefix("config: ")
+        raise LayoutError(f"config: {why}; expected {CONFIG_ACCEPTED}") from None
 
 
 def family(arch: Arch, config=None):

@@ -7,18 +7,54 @@ GPTQ layout (K input features, N output features, group size G):
   qzeros  [K // G, N // 8] int32 packed like qweight, or None: then every zero point is `zp_bias`
           (8 for symmetric uint4b8).
   w[k, n] = (q[k, n] - zero[k // G, n]) * scale[k // G, n]
+G = -1 means per-channel (G = K), GPTQ's quantize_config.json convention.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import torch
 
-from .errors import LayoutError
+from .errors import LayoutError, UnsupportedError
 
-GROUP_SIZES = (32, 64, 128)  # and G = K (per-channel)
+GROUP_SIZES = (32, 64, 128)  # and G = K (per-channel, also written -1)
 _SHIFTS = tuple(range(0, 32, 4))
+ACT_ORDER = ("g_idx: act-order (desc_act) checkpoints are not supported (g_idx differs from arange(K) // "
+             "group_size); reorder K to sequential groups when quantizing")
+
+
+def as_int(value) -> int | None:
+    """`value` as a Python int when it is an integer (int, numpy integer; bool excluded), else None: a float or
+    string would pass range checks here and fail later inside struct packing or torch."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def group_of(group_size, k: int) -> int | None:
+    """The group size an argument stands for (-1: K, per-channel); None when it is not an int."""
+    g = as_int(group_size)
+    return k if g == -1 else g
+
+
+def g_idx_problem(g_idx, k: int, group_size: int | None) -> str | None:
+    """Why `g_idx` cannot be taken (None when it is None or GPTQ's trivial arange(K) // group_size, which every
+    AutoGPTQ / GPTQModel layer carries without act-order). `group_size` None: not known to be valid yet."""
+    if g_idx is None:
+        return None
+    if not isinstance(g_idx, torch.Tensor) or g_idx.dtype.is_floating_point or g_idx.dtype.is_complex \
+            or g_idx.dtype == torch.bool or g_idx.dim() != 1 or g_idx.numel() != k:
+        got = f"{g_idx.dtype} {tuple(g_idx.shape)}" if isinstance(g_idx, torch.Tensor) else type(g_idx).__name__
+        return f"g_idx: expected a 1-D integer tensor of K = {k} entries (arange(K) // group_size), got {got}"
+    if group_size is None:
+        return None
+    trivial = torch.arange(k, device=g_idx.device) // group_size   # on g_idx's device: no copy of it
+    return None if bool((g_idx == trivial).all()) else ACT_ORDER
 
 
 def pack_nibbles(values: torch.Tensor, dim: int) -> torch.Tensor:
@@ -46,26 +82,34 @@ def unpack_nibbles(words: torch.Tensor, dim: int) -> torch.Tensor:
 
 def check_gptq(qweight, scales, qzeros=None, *, group_size: int, g_idx=None) -> list[str]:
     """Why the kernel cannot take these tensors (an empty list when it can), argument by argument."""
-    problems = []
-    if g_idx is not None:
-        problems.append("g_idx: act-order (desc_act) checkpoints are not supported; reorder K to sequential "
-                        "groups when quantizing")
     if not isinstance(qweight, torch.Tensor) or qweight.dtype != torch.int32 or qweight.dim() != 2:
-        return problems + ["qweight: expected a 2-D torch.int32 tensor [K, N // 8]"]
+        return ["qweight: expected a 2-D torch.int32 tensor [K, N // 8]"]
+    problems = []
     k, n = qweight.shape[0], qweight.shape[1] * 8
-    if group_size not in GROUP_SIZES and group_size != k:
-        problems.append(f"group_size: {group_size} is not supported; use 32, 64, 128 or K ({k})")
-    elif k % group_size:
-        problems.append(f"group_size: K = {k} is not a multiple of {group_size}")
-    groups = k // group_size if group_size else 0
+    g = group_of(group_size, k)
+    if k < 1:
+        problems.append(f"qweight: K must be at least 1, got shape {tuple(qweight.shape)}")
+    if n < 8:
+        problems.append(f"qweight: N must be at least 8 (one int32 of 8 columns), got shape {tuple(qweight.shape)}")
+    if g is None:
+        problems.append(f"group_size: expected an int (32, 64, 128, K or -1 for per-channel), got "
+                        f"{type(group_size).__name__}")
+    elif k >= 1 and g not in GROUP_SIZES and g != k:
+        problems.append(f"group_size: {group_size} is not supported; use 32, 64, 128 or K ({k}); -1 means K")
+    elif k >= 1 and k % g:
+        problems.append(f"group_size: K = {k} is not a multiple of {g}")
+    # shapes derived from K and G only when both are valid (a bad G would make nonsense of them)
+    groups = k // g if not problems else None
+    if (why := g_idx_problem(g_idx, k, g if groups is not None else None)) is not None:
+        problems.append(why)
     if not isinstance(scales, torch.Tensor) or scales.dtype not in (torch.float16, torch.bfloat16):
         problems.append("scales: expected a float16 or bfloat16 tensor (the activation dtype)")
-    elif tuple(scales.shape) != (groups, n):
+    elif groups is not None and tuple(scales.shape) != (groups, n):
         problems.append(f"scales: expected shape ({groups}, {n}) = (K // G, N), got {tuple(scales.shape)}")
     if qzeros is not None:
         if not isinstance(qzeros, torch.Tensor) or qzeros.dtype != torch.int32:
             problems.append("qzeros: expected a torch.int32 tensor [K // G, N // 8]")
-        elif tuple(qzeros.shape) != (groups, n // 8):
+        elif groups is not None and tuple(qzeros.shape) != (groups, n // 8):
             problems.append(f"qzeros: expected shape ({groups}, {n // 8}) = (K // G, N // 8), "
                             f"got {tuple(qzeros.shape)}")
     devices = {t.device for t in (qweight, scales, qzeros) if isinstance(t, torch.Tensor)}
@@ -74,12 +118,21 @@ def check_gptq(qweight, scales, qzeros=None, *, group_size: int, g_idx=None) -> 
     return problems
 
 
+def zp_bias_problem(zp_bias) -> str | None:
+    """Why `zp_bias` is not a zero point the kernels take (None when it is one)."""
+    z = as_int(zp_bias)
+    if z is None:
+        return f"zp_bias: expected an int 0..15 (8: symmetric uint4b8), got {type(zp_bias).__name__}"
+    return None if 0 <= z <= 15 else f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)"
+
+
 def dequantize_gptq(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None = None, *,
                     group_size: int, zp_bias: int = 8, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """The [K, N] weight the GPTQ tensors stand for, computed in `dtype` (the reference for every test)."""
     problems = check_gptq(qweight, scales, qzeros, group_size=group_size)
     if problems:
         raise LayoutError("; ".join(problems))
+    group_size = group_of(group_size, qweight.shape[0])
     q = unpack_nibbles(qweight, dim=1).to(dtype)                       # [K, N]
     zero = (unpack_nibbles(qzeros, dim=1).to(dtype) if qzeros is not None
             else torch.full_like(scales, zp_bias, dtype=dtype))        # [K // G, N]
@@ -98,10 +151,8 @@ def from_compressed_tensors(weight_packed: torch.Tensor, weight_scale: torch.Ten
     if weight_packed.dtype != torch.int32 or weight_packed.dim() != 2:
         raise LayoutError("weight_packed: expected a 2-D torch.int32 tensor [N, K // 8]")
     n, k = weight_packed.shape[0], weight_packed.shape[1] * 8
-    if n % 8:
-        raise LayoutError(f"weight_packed: N = {n} output features is not a multiple of 8 (the GPTQ layout packs "
-                          f"8 columns per int32)")
-    if weight_scale.dim() != 2 or weight_scale.shape[0] != n or k % weight_scale.shape[1]:
+    _check_kn("weight_packed", k, n, tuple(weight_packed.shape))
+    if weight_scale.dim() != 2 or weight_scale.shape[0] != n or weight_scale.shape[1] < 1 or k % weight_scale.shape[1]:
         raise LayoutError(f"weight_scale: expected [N, K // G] = [{n}, K // G] with K = {k}, "
                           f"got {tuple(weight_scale.shape)}")
     group_size = k // weight_scale.shape[1]
@@ -119,13 +170,106 @@ def from_compressed_tensors(weight_packed: torch.Tensor, weight_scale: torch.Ten
     return qweight, scales, qzeros, group_size
 
 
+def _check_kn(name: str, k: int, n: int, shape: tuple) -> None:
+    """A checkpoint tensor's K and N as the GPTQ layout needs them (K >= 1, N a positive multiple of 8)."""
+    if k < 1:
+        raise LayoutError(f"{name}: K must be at least 1, got shape {shape}")
+    if n < 8:
+        raise LayoutError(f"{name}: N must be at least 8, got shape {shape}")
+    if n % 8:
+        raise LayoutError(f"{name}: N = {n} output features is not a multiple of 8 (the GPTQ layout packs 8 "
+                          f"columns per int32)")
+
+
+def _checkpoint_group(group_size, k: int) -> int:
+    """A checkpoint's group size (-1: K) as an int that divides K; LayoutError otherwise."""
+    g = group_of(group_size, k)
+    if g is None or g < 1 or k % g:
+        raise LayoutError(f"group_size: expected an int that divides K = {k} (or -1 for per-channel), "
+                          f"got {group_size!r}")
+    return g
+
+
+def _zeros_out(zero: torch.Tensor) -> torch.Tensor | None:
+    """[K // G, N] zero points -> qzeros in the GPTQ layout, or None where every one is 8: symmetric
+    checkpoints (stored 0x77777777 in GPTQ v1) then take the kernels' no-zero-point path (zp_bias = 8)."""
+    return None if bool((zero == 8).all()) else pack_nibbles(zero, dim=1)
+
+
+def from_gptq(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, g_idx: torch.Tensor | None = None,
+              *, group_size: int, zero_offset: int = 1):
+    """An AutoGPTQ / GPTQModel checkpoint's tensors (its QuantLinear buffers, 4-bit) -> (qweight, scales,
+    qzeros, group_size) in the GPTQ "sequential" layout the kernel reads.
+
+    qweight [K // 8, N] int32 packed along K: word (i, n) holds q[8i + j, n] at bits 4j.
+    qzeros  [K // G, N // 8] int32 packed along N: word (g, i) holds the stored zero of column 8i + j at bits 4j.
+    scales  [K // G, N], passed through. group_size: quantize_config.json's (-1: per-channel).
+    zero_offset: the classic "gptq" (v1) format stores zero - 1 (symmetric checkpoints hold 0x77777777, zero 8);
+      the zero is (stored + 1) mod 16, as AutoGPTQ's dequantisation computes it. 0 for GPTQModel's "gptq_v2".
+    g_idx: the layer's buffer; arange(K) // G (no act-order) is accepted, act-order (desc_act) is refused.
+    qzeros comes back None where every zero point is 8 (see `_zeros_out`)."""
+    if not isinstance(qweight, torch.Tensor) or qweight.dtype != torch.int32 or qweight.dim() != 2:
+        raise LayoutError("qweight: expected a 2-D torch.int32 tensor [K // 8, N] (GPTQ packs 8 K-values per int32)")
+    k, n = qweight.shape[0] * 8, qweight.shape[1]
+    _check_kn("qweight", k, n, tuple(qweight.shape))
+    group_size = _checkpoint_group(group_size, k)
+    if isinstance(zero_offset, bool) or zero_offset not in (0, 1):
+        raise LayoutError(f"zero_offset: 1 for GPTQ v1 checkpoints (stored zero - 1), 0 for GPTQModel's gptq_v2; "
+                          f"got {zero_offset!r}")
+    if (why := g_idx_problem(g_idx, k, group_size)) is not None:
+        raise (UnsupportedError if why == ACT_ORDER else LayoutError)(why)
+    _check_groups(scales, qzeros, k // group_size, n)
+    q = unpack_nibbles(qweight, dim=0)                                     # [K, N]: k = 8i + j from bits 4j
+    zero = (unpack_nibbles(qzeros, dim=1).to(torch.int16) + zero_offset) & 0xF
+    return pack_nibbles(q, dim=1), scales.contiguous(), _zeros_out(zero), group_size
+
+
+# AutoAWQ's GEMM packing: nibble i (bits 4i) of word j holds column 8j + AWQ_ORDER[i]. Reading column c of a word
+# takes nibble AWQ_ORDER.index(c) = (0, 4, 1, 5, 2, 6, 3, 7)[c].
+AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)
+_AWQ_NIBBLE_OF_COLUMN = tuple(AWQ_ORDER.index(c) for c in range(8))
+
+
+def _unpack_awq(words: torch.Tensor) -> torch.Tensor:
+    """[rows, N // 8] AWQ words -> [rows, N] values in column order."""
+    nib = unpack_nibbles(words, dim=1)                                     # [rows, N] in nibble order
+    order = torch.tensor(_AWQ_NIBBLE_OF_COLUMN, device=nib.device)
+    return nib.reshape(nib.shape[0], -1, 8)[:, :, order].reshape(nib.shape)
+
+
+def from_awq(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor, *, group_size: int):
+    """An AutoAWQ "GEMM" checkpoint's tensors (WQLinear_GEMM buffers, 4-bit) -> (qweight, scales, qzeros,
+    group_size) in the GPTQ "sequential" layout the kernel reads.
+
+    qweight [K, N // 8] int32 packed along N in AWQ's order: nibble i of word j is column 8j + AWQ_ORDER[i].
+    qzeros  [K // G, N // 8] int32 packed the same way; the zero points are stored as they are (no offset).
+    scales  [K // G, N], passed through. group_size: the checkpoint's q_group_size (-1: per-channel).
+    w = (q - zero) * scale. qzeros comes back None where every zero point is 8 (see `_zeros_out`)."""
+    if not isinstance(qweight, torch.Tensor) or qweight.dtype != torch.int32 or qweight.dim() != 2:
+        raise LayoutError("qweight: expected a 2-D torch.int32 tensor [K, N // 8] (AWQ packs 8 N-values per int32)")
+    k, n = qweight.shape[0], qweight.shape[1] * 8
+    _check_kn("qweight", k, n, tuple(qweight.shape))
+    group_size = _checkpoint_group(group_size, k)
+    _check_groups(scales, qzeros, k // group_size, n)
+    return pack_nibbles(_unpack_awq(qweight), dim=1), scales.contiguous(), _zeros_out(_unpack_awq(qzeros)), group_size
+
+
+def _check_groups(scales, qzeros, groups: int, n: int) -> None:
+    """A checkpoint's scales [K // G, N] and qzeros [K // G, N // 8] int32 (both packed-along-N formats)."""
+    if not isinstance(scales, torch.Tensor) or tuple(scales.shape) != (groups, n):
+        got = tuple(scales.shape) if isinstance(scales, torch.Tensor) else type(scales).__name__
+        raise LayoutError(f"scales: expected shape ({groups}, {n}) = (K // G, N), got {got}")
+    if not isinstance(qzeros, torch.Tensor) or qzeros.dtype != torch.int32 or tuple(qzeros.shape) != (groups, n // 8):
+        got = f"{qzeros.dtype} {tuple(qzeros.shape)}" if isinstance(qzeros, torch.Tensor) else type(qzeros).__name__
+        raise LayoutError(f"qzeros: expected int32 of shape ({groups}, {n // 8}) = (K // G, N // 8), got {got}")
+
+
 def from_int4_k_packed(w: torch.Tensor, *, dtype: torch.dtype = torch.float16):
     """A plain signed int4 matrix packed two per byte along K ([K // 2, N] int8, low nibble = even k,
     values -8..7, no scales) -> (qweight, scales, qzeros=None, group_size=K): unit scales, zero point 8."""
     if w.dtype not in (torch.int8, torch.uint8) or w.dim() != 2:
         raise LayoutError("w: expected a 2-D int8 tensor [K // 2, N] (two int4 values per byte along K)")
-    if w.shape[1] % 8:
-        raise LayoutError(f"w: N = {w.shape[1]} columns is not a multiple of 8 (the GPTQ layout packs 8 per int32)")
+    _check_kn("w", 2 * w.shape[0], w.shape[1], tuple(w.shape))
     b = w.to(torch.int16) & 0xFF
     lo, hi = b & 0xF, b >> 4
     signed = torch.stack((lo, hi), dim=1).reshape(-1, w.shape[1])  # [K, N], row 2i = low nibble of row i
@@ -206,7 +350,8 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
             zp_bias: int = 8, g_idx=None, layout: str | None = None) -> W4A16Weight:
     """GPTQ tensors -> W4A16Weight for this machine's kernel (pure torch, on their device): the
     fragment-ordered layout below for NVIDIA ("nv_fragments"), the GPTQ tensors as they are on ROCm builds of
-    torch ("gptq", what the hipRTC twin reads). `layout` overrides the choice.
+    torch ("gptq", what the hipRTC twin reads). `layout` overrides the choice. group_size -1 means K; g_idx
+    may be GPTQ's trivial arange(K) // group_size (act-order is refused).
 
     Nibble i of a packed word is pair p = i % 4, half h = i // 4 (so one mask takes a pair from bits 4p and
     16 + 4p): pair p is column 16b + g + 8 (p % 2) and k = 64c + 16s + 2t + h + 8 (p // 2), for lane l = 4g + t
@@ -214,14 +359,15 @@ def prepare(qweight: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | 
     n8 tiles 2j (pairs 0, 2) and 2j + 1 (pairs 1, 3). K pads to 64 and N to 16 with zeros (the kernel reads
     zero activations there)."""
     problems = check_gptq(qweight, scales, qzeros, group_size=group_size, g_idx=g_idx)
-    if not 0 <= zp_bias <= 15:
-        problems.append(f"zp_bias: {zp_bias} is not a 4-bit zero point (0..15)")
+    if (why := zp_bias_problem(zp_bias)) is not None:
+        problems.append(why)
     layout = layout or ("gptq" if torch.version.hip else "nv_fragments")
     if layout not in ("gptq", "nv_fragments"):
         problems.append(f"layout: {layout!r} is not 'nv_fragments' or 'gptq'")
     if problems:
         raise LayoutError("; ".join(problems))
     k, n = qweight.shape[0], qweight.shape[1] * 8
+    group_size, zp_bias = group_of(group_size, k), as_int(zp_bias)
     if layout == "gptq":
         return W4A16Weight(qweight.contiguous(), scales.contiguous(),
                            qzeros.contiguous() if qzeros is not None else None, k, n, group_size, zp_bias, "gptq")

@@ -238,6 +238,48 @@ def test_errors_on_gpu():
         gn_mm.mm(a, a.t(), out=torch.empty(16, 17, device=dev, dtype=torch.bfloat16))
 
 
+
+def test_fast_path_keeps_grad_and_overlap_checks():
+    """Calls that warmed the fast path (same metadata) still refuse a weight that requires grad under grad mode
+    and an out that overlaps a; the weight runs under torch.no_grad()."""
+    dev = torch.device("cuda")
+    a = torch.randn(16, 64, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(32, 64, device=dev, dtype=torch.bfloat16)
+    out = torch.empty(16, 32, device=dev, dtype=torch.bfloat16)
+    for _ in range(3):
+        gn_mm.mm(a, w.t(), out=out)
+    _check(out, a.double() @ w.double().t(), "bf16")
+    wg = w.clone().requires_grad_()
+    with pytest.raises(gn_mm.UnsupportedError, match="b: requires grad"):
+        gn_mm.mm(a, wg.t(), out=out)
+    out.fill_(float("nan"))
+    with torch.no_grad():
+        gn_mm.mm(a, wg.t(), out=out)
+    _check(out, a.double() @ w.double().t(), "bf16")
+    with pytest.raises(gn_mm.LayoutError, match="out: overlaps a"):
+        gn_mm.mm(a, w.t(), out=a.view(-1)[:16 * 32].view(16, 32))  # same metadata as `out`
+
+
+def test_broadcast_operands_and_row_bias():
+    """Operands with stride-0 rows (expand) are copied, as torch.mm reads them; a [1, N] bias is taken."""
+    dev = torch.device("cuda")
+    a = torch.randn(1, 64, device=dev, dtype=torch.bfloat16).expand(16, 64)
+    w = torch.randn(32, 64, device=dev, dtype=torch.bfloat16)
+    _check(gn_mm.mm(a, w.t()), a.double() @ w.double().t(), "bf16")
+    b = torch.randn(64, 1, device=dev, dtype=torch.bfloat16).expand(64, 32)  # [K, N], strides (1, 0)
+    _check(gn_mm.mm(a, b), a.double() @ b.double(), "bf16")
+    bias = torch.randn(1, 32, device=dev, dtype=torch.bfloat16)
+    _check(gn_mm.mm(a, w.t(), bias=bias), a.double() @ w.double().t() + bias.double(), "bf16")
+
+
+def test_empty_problems_validate_options():
+    dev = torch.device("cuda")
+    a = torch.randn(0, 64, device=dev, dtype=torch.bfloat16)
+    w = torch.randn(32, 64, device=dev, dtype=torch.bfloat16)
+    assert gn_mm.mm(a, w.t(), config="mma.sync").shape == (0, 32)
+    with pytest.raises(gn_mm.UnsupportedError, match="config: unknown name 'bogus'"):
+        gn_mm.mm(a, w.t(), config="bogus")
+
 @pytest.mark.parametrize("types", [("bf16", "bf16", "f32", "bf16"), ("s8", "u8", "s32", "s32"),
                                    ("f16", "f16", "f16", "f16")], ids=lambda t: "{}x{}->{}->{}".format(*t))
 def test_every_mma_sync_config_on_this_gpu(types, path):

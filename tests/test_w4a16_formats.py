@@ -1,10 +1,15 @@
-"""W4A16 formats: every converter round-trips and matches a float64 dequantise reference (CPU)."""
+"""W4A16 formats: every converter round-trips and matches a float64 dequantise reference; w4a16_mm's argument
+checks that need no GPU (CPU)."""
+
+import contextlib
+import gc
 
 import pytest
 import torch
 
-from gn_mm import w4a16_formats as f
-from gn_mm.errors import LayoutError
+import gn_mm
+from gn_mm import runtime, w4a16, w4a16_formats as f
+from gn_mm.errors import ArchError, LayoutError, UnsupportedError
 
 
 def _ground_truth(k, n, g, asym, dtype=torch.float16):
@@ -227,3 +232,277 @@ def test_wgmma_w4a16_schedule():
     assert sm90_w4a16.schedule(C(8, 2, 2, 8), 4, 200, 9, 132, splits=7) == (7, True)
     # Stream-K positions are 32-bit in the kernel: a problem too large for them runs whole tiles.
     assert sm90_w4a16.schedule(C(256, 2, 1, 4), 1 << 20, 28672, 128, 132, splits=2) == (132, False)
+
+
+# ---- checkpoint converters, against reference packers written from each project's documented layout ----------
+# AutoGPTQ / GPTQModel (qlinear pack): qweight [K // 8, N], word (i, n) holds q[8i + j, n] at bits 4j; qzeros
+# [K // G, N // 8], word (g, i) holds the stored zero of column 8i + j at bits 4j; v1 stores zero - 1.
+# AutoAWQ (WQLinear_GEMM.from_linear): word (k, i) holds at bits 4j the value of column 8i + AWQ_PACK_ORDER[j].
+AWQ_PACK_ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
+
+
+def _int32(words: torch.Tensor) -> torch.Tensor:
+    """uint32 values held in int64 -> the int32 a checkpoint stores (two's complement)."""
+    return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+
+def _gptq_checkpoint(q, zero, stored_offset):
+    k, n = q.shape
+    qweight = torch.zeros(k // 8, n, dtype=torch.int64)
+    for j in range(8):
+        qweight |= q[j::8].long() << (4 * j)          # rows 8i + j
+    stored = (zero.long() - stored_offset) & 0xF       # v1: zero - 1 (a zero of 0 is stored as 15)
+    qzeros = torch.zeros(zero.shape[0], n // 8, dtype=torch.int64)
+    for j in range(8):
+        qzeros |= stored[:, j::8] << (4 * j)           # columns 8i + j
+    return _int32(qweight), _int32(qzeros)
+
+
+def _awq_words(v):
+    rows, n = v.shape
+    words = torch.zeros(rows, n // 8, dtype=torch.int64)
+    for j, col in enumerate(AWQ_PACK_ORDER):
+        words |= v[:, col::8].long() << (4 * j)        # column 8i + col at bits 4j
+    return _int32(words)
+
+
+def test_reference_packers_match_the_documented_words():
+    # symmetric GPTQ v1 checkpoints hold 0x77777777 zero words; AWQ puts columns 0..7 as nibbles 0 2 4 6 1 3 5 7
+    _, qzeros = _gptq_checkpoint(torch.zeros(8, 8, dtype=torch.long), torch.full((1, 8), 8), 1)
+    assert int(qzeros[0, 0]) == 0x77777777
+    assert int(_awq_words(torch.arange(8).view(1, 8))[0, 0]) & 0xFFFFFFFF == 0x75316420
+
+
+@pytest.mark.parametrize("g", [32, 128, -1])
+@pytest.mark.parametrize("zeros", ["sym", "asym"])
+@pytest.mark.parametrize("version", [1, 2])
+def test_from_gptq(g, zeros, version):
+    k, n = 256, 48
+    group = k if g == -1 else g
+    q, zero, scales, w = _ground_truth(k, n, group, zeros == "asym")
+    if zeros == "asym":
+        zero[0, :3] = torch.tensor([0, 15, 1])  # the v1 wrap: 0 is stored as 15
+    w = (q - zero[torch.arange(k) // group]).double() * scales.double()[torch.arange(k) // group]
+    ck_qweight, ck_qzeros = _gptq_checkpoint(q, zero, stored_offset=1 if version == 1 else 0)
+    g_idx = (torch.arange(k) // group).int()  # what every non-act-order layer carries
+    qweight, s, qz, group_out = f.from_gptq(ck_qweight, scales, ck_qzeros, g_idx, group_size=g,
+                                            zero_offset=1 if version == 1 else 0)
+    assert group_out == group and qweight.shape == (k, n // 8) and s.shape == (k // group, n)
+    assert (qz is None) == (zeros == "sym"), "all-8 zero points take the no-zero-point path"
+    assert torch.equal(f.dequantize_gptq(qweight, s, qz, group_size=group_out), w)
+    prepared = f.prepare(qweight, s, qz, group_size=group_out, layout="nv_fragments")
+    assert torch.equal(f.dequantize_prepared(prepared), w)
+
+
+def test_from_gptq_refuses_act_order_and_bad_inputs():
+    k, n, g = 128, 16, 32
+    q, zero, scales, _ = _ground_truth(k, n, g, True)
+    qweight, qzeros = _gptq_checkpoint(q, zero, 1)
+    with pytest.raises(UnsupportedError, match="g_idx: act-order"):
+        f.from_gptq(qweight, scales, qzeros, torch.randperm(k) // g, group_size=g)
+    with pytest.raises(LayoutError, match="g_idx: expected a 1-D integer tensor of K = 128"):
+        f.from_gptq(qweight, scales, qzeros, torch.arange(k).float(), group_size=g)
+    with pytest.raises(LayoutError, match="zero_offset"):
+        f.from_gptq(qweight, scales, qzeros, group_size=g, zero_offset=2)
+    with pytest.raises(LayoutError, match="group_size: expected an int that divides K = 128"):
+        f.from_gptq(qweight, scales, qzeros, group_size=48)
+    with pytest.raises(LayoutError, match=r"qzeros: expected int32 of shape \(4, 2\)"):
+        f.from_gptq(qweight, scales, qzeros[:, :1], group_size=g)
+    with pytest.raises(LayoutError, match=r"scales: expected shape \(4, 16\)"):
+        f.from_gptq(qweight, scales.t(), qzeros, group_size=g)
+    with pytest.raises(LayoutError, match=r"qweight: expected a 2-D torch.int32 tensor \[K // 8, N\]"):
+        f.from_gptq(qweight.float(), scales, qzeros, group_size=g)
+
+
+@pytest.mark.parametrize("g", [64, -1])
+@pytest.mark.parametrize("asym", [False, True])
+def test_from_awq(g, asym):
+    k, n = 128, 40
+    group = k if g == -1 else g
+    q, zero, scales, w = _ground_truth(k, n, group, asym)
+    qweight, s, qz, group_out = f.from_awq(_awq_words(q), scales, _awq_words(zero), group_size=g)
+    assert group_out == group and qweight.shape == (k, n // 8) and (qz is None) == (not asym)
+    assert torch.equal(f.dequantize_gptq(qweight, s, qz, group_size=group_out), w)
+    with pytest.raises(LayoutError, match="qzeros: expected int32"):
+        f.from_awq(_awq_words(q), scales, None, group_size=g)
+
+
+def test_zero_sized_shapes_are_layout_errors():
+    scales = torch.ones(1, 64, dtype=torch.float16)
+    assert "qweight: K must be at least 1" in f.check_gptq(torch.zeros(0, 8, dtype=torch.int32), scales,
+                                                           group_size=-1)[0]
+    assert "qweight: N must be at least 8" in f.check_gptq(torch.zeros(128, 0, dtype=torch.int32), scales,
+                                                           group_size=128)[0]
+    for qweight in (torch.zeros(0, 8, dtype=torch.int32), torch.zeros(128, 0, dtype=torch.int32)):
+        with pytest.raises(LayoutError, match="must be at least"):
+            f.prepare(qweight, scales, group_size=128)
+    with pytest.raises(LayoutError, match="weight_packed: N must be at least 8"):
+        f.from_compressed_tensors(torch.zeros(0, 4, dtype=torch.int32), torch.ones(0, 1))
+    with pytest.raises(LayoutError, match="weight_packed: K must be at least 1"):
+        f.from_compressed_tensors(torch.zeros(8, 0, dtype=torch.int32), torch.ones(8, 0))
+    with pytest.raises(LayoutError, match="weight_scale"):  # no groups: not a division by zero
+        f.from_compressed_tensors(torch.zeros(8, 4, dtype=torch.int32), torch.ones(8, 0))
+    with pytest.raises(LayoutError, match="w: K must be at least 1"):
+        f.from_int4_k_packed(torch.zeros(0, 8, dtype=torch.int8))
+    with pytest.raises(LayoutError, match="w: N must be at least 8"):
+        f.from_int4_k_packed(torch.zeros(8, 0, dtype=torch.int8))
+    with pytest.raises(LayoutError, match="qweight: K must be at least 1"):
+        f.from_gptq(torch.zeros(0, 8, dtype=torch.int32), scales, torch.zeros(1, 1, dtype=torch.int32), group_size=-1)
+    with pytest.raises(LayoutError, match="qweight: N must be at least 8"):
+        f.from_awq(torch.zeros(8, 0, dtype=torch.int32), scales, torch.zeros(1, 0, dtype=torch.int32), group_size=-1)
+
+
+# ---- g_idx, group_size = -1 and scalar argument types ---------------------------------------------------------
+def test_trivial_g_idx_is_accepted_and_act_order_refused():
+    k, g = 256, 64
+    qweight = torch.zeros(k, 8, dtype=torch.int32)
+    scales = torch.ones(k // g, 64, dtype=torch.float16)
+    for trivial in ((torch.arange(k) // g).int(), torch.arange(k) // g):  # int32 (AutoGPTQ) and int64
+        assert f.check_gptq(qweight, scales, group_size=g, g_idx=trivial) == []
+    assert f.prepare(qweight, scales, group_size=g, g_idx=(torch.arange(k) // g).int()).group_size == g
+    perm = (torch.arange(k) // g).flip(0)
+    assert f.check_gptq(qweight, scales, group_size=g, g_idx=perm) == [f.ACT_ORDER]
+    for bad in (torch.arange(k - 1) // g, (torch.arange(k) // g).float(), (torch.arange(k) // g).view(4, -1),
+                [0] * k):
+        (line,) = f.check_gptq(qweight, scales, group_size=g, g_idx=bad)
+        assert line.startswith("g_idx: expected a 1-D integer tensor of K = 256 entries"), line
+    with pytest.raises(LayoutError, match="g_idx: act-order"):
+        f.prepare(qweight, scales, group_size=g, g_idx=perm)
+
+
+def test_group_size_minus_one_means_per_channel():
+    k, n = 200, 24
+    q, _, scales, w = _ground_truth(k, n, k, False)
+    qweight = f.pack_nibbles(q, dim=1)
+    assert f.check_gptq(qweight, scales, group_size=-1) == []
+    assert f.check_gptq(qweight, scales, group_size=-1, g_idx=torch.zeros(k, dtype=torch.int32)) == []
+    assert torch.equal(f.dequantize_gptq(qweight, scales, group_size=-1), w)
+    prepared = f.prepare(qweight, scales, group_size=-1, layout="nv_fragments")
+    assert prepared.group_size == k and torch.equal(f.dequantize_prepared(prepared), w)
+    assert gn_mm.w4a16_can_implement(None, qweight, scales, group_size=-1) == []
+
+
+def test_bad_group_size_gives_no_derived_shape_lines():
+    qweight = torch.zeros(256, 8, dtype=torch.int32)
+    scales = torch.ones(2, 64, dtype=torch.float16)
+    for g in (96, 0, -2, 512):
+        problems = f.check_gptq(qweight, scales, torch.zeros(2, 8, dtype=torch.int32), group_size=g)
+        assert len(problems) == 1 and problems[0].startswith("group_size:"), problems
+
+
+@pytest.mark.parametrize("value", ["128", 128.0, None, True])
+def test_group_size_must_be_an_int(value):
+    qweight = torch.zeros(256, 8, dtype=torch.int32)
+    (line,) = f.check_gptq(qweight, torch.ones(2, 64, dtype=torch.float16), group_size=value)
+    assert line.startswith("group_size: expected an int"), line
+    with pytest.raises(LayoutError, match="group_size: expected an int"):
+        f.prepare(qweight, torch.ones(2, 64, dtype=torch.float16), group_size=value)
+
+
+def test_numpy_ints_are_ints():
+    np = pytest.importorskip("numpy")
+    qweight = torch.zeros(256, 8, dtype=torch.int32)
+    w = f.prepare(qweight, torch.ones(2, 64, dtype=torch.float16), group_size=np.int64(128), zp_bias=np.int32(7))
+    assert type(w.group_size) is int and w.group_size == 128 and type(w.zp_bias) is int and w.zp_bias == 7
+
+
+@pytest.mark.parametrize("value", [None, "8", 8.0, False])
+def test_zp_bias_must_be_an_int(value):
+    qweight = torch.zeros(128, 8, dtype=torch.int32)
+    scales = torch.ones(1, 64, dtype=torch.float16)
+    with pytest.raises(LayoutError, match="zp_bias: expected an int 0..15"):
+        f.prepare(qweight, scales, group_size=128, zp_bias=value)
+    assert any(p.startswith("zp_bias: expected an int") for p in
+               gn_mm.w4a16_can_implement(None, qweight, scales, group_size=128, zp_bias=value))
+
+
+def test_prepared_weight_refuses_what_it_fixed():
+    k, g = 128, 64
+    w = f.prepare(torch.zeros(k, 8, dtype=torch.int32), torch.ones(2, 64, dtype=torch.float16), group_size=g)
+    assert gn_mm.w4a16_can_implement(None, w) == []
+    assert gn_mm.w4a16_can_implement(None, w, g_idx=(torch.arange(k) // g).int()) == []
+    assert gn_mm.w4a16_can_implement(None, w, g_idx=torch.arange(k) % 2) == [f.ACT_ORDER]
+    for z in (4, None, "8"):
+        (line,) = gn_mm.w4a16_can_implement(None, w, zp_bias=z)
+        assert line == "zp_bias: fixed when the weight was prepared (it is 8); pass the default"
+
+
+# ---- w4a16_mm's errors without a GPU ----------------------------------------------------------------------------
+def _prepared(k=128, n=64, g=64):
+    q = torch.randint(0, 16, (k, n))
+    return f.prepare(f.pack_nibbles(q, dim=1), torch.rand(k // g, n).half(), group_size=g, layout="nv_fragments")
+
+
+def test_cpu_activations_raise_arch_error():
+    w = _prepared()
+    a = torch.randn(2, 128).half()
+    for call in (lambda: gn_mm.w4a16_mm(a, w),
+                 lambda: gn_mm.w4a16_mm(a, f.pack_nibbles(torch.zeros(128, 64, dtype=torch.long), dim=1),
+                                        torch.ones(2, 64).half(), group_size=64),
+                 lambda: gn_mm.w4a16_mm(a, w, config=["unhashable"]),   # not a raw TypeError from the fast path
+                 lambda: gn_mm.w4a16_mm(a, w, splits={"x": 1})):
+        with pytest.raises(gn_mm.ArchError, match="a: on cpu; w4a16_mm runs on a CUDA or ROCm GPU"):
+            call()
+    with pytest.raises(gn_mm.UnsupportedError, match="a: dtype torch.float32"):  # what no GPU would run either
+        gn_mm.w4a16_mm(a.float(), w)
+
+
+def test_device_problems_name_the_arch_and_the_layout(monkeypatch):
+    from gn_mm.arch import Arch
+
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    monkeypatch.setattr(Arch, "of_device", classmethod(lambda cls, device=None: cls(75)))
+    rocm = f.prepare(torch.zeros(128, 8, dtype=torch.int32), torch.ones(1, 64).half(), group_size=128,
+                     layout="gptq")
+    problems = w4a16._device_problems(torch.device("cuda", 0), rocm)
+    assert problems[0] == ("a: on cuda:0, an sm_75 GPU; w4a16_mm needs sm_80 or newer (mma.sync m16n8k16 on "
+                           "fp16/bf16)")
+    assert problems[1].startswith("qweight: prepared in the 'gptq' layout (for ROCm)")
+    assert w4a16._error_class(problems) is ArchError
+    assert w4a16._error_class(problems[1:]) is LayoutError
+    monkeypatch.setattr(Arch, "of_device", classmethod(lambda cls, device=None: cls(80)))
+    assert w4a16._device_problems(torch.device("cuda", 0), _prepared()) == []
+
+
+def test_config_splits_and_empty_m_past_the_checks(monkeypatch):
+    """With can_implement mocked (CPU tensors stand in for GPU ones): config= and splits= errors are LayoutErrors
+    naming the argument, and M = 0 returns an empty output."""
+    monkeypatch.setattr(w4a16, "can_implement", lambda *a, **k: [])
+    monkeypatch.setattr(torch.version, "hip", None, raising=False)
+    w = _prepared()
+    a = torch.randn(2, 128).half()
+    accepted = "W4A16Config / Sm90W4A16Config / DecodeConfig"
+    for bad in ("nope", "w4a16wg_8x256_c0_s4", 3, {"block_m": 16}):
+        with pytest.raises(LayoutError, match=f"config: .*{accepted}"):
+            gn_mm.w4a16_mm(a, w, config=bad)
+    for bad in ("2", 2.0, 0, True):
+        with pytest.raises(LayoutError, match="splits: expected None or an int >= 1"):
+            gn_mm.w4a16_mm(a, w, splits=bad)
+    out = gn_mm.w4a16_mm(torch.randn(0, 128).half(), w)
+    assert out.shape == (0, 64) and out.dtype == torch.float16
+
+
+def test_on_device_switches_only_for_another_gpu(monkeypatch):
+    monkeypatch.setattr(runtime, "current_device", lambda: 0)
+    assert isinstance(w4a16._on_device(torch.device("cuda", 0)), contextlib.nullcontext)
+    assert isinstance(w4a16._on_device(torch.device("cpu")), contextlib.nullcontext)
+    guard = w4a16._on_device(torch.device("cuda", 1))
+    assert isinstance(guard, torch.cuda.device) and guard.idx == 1
+
+
+def test_fast_path_cache_holds_weights_weakly():
+    key, other = ("test", "weakly-held"), ("test", "weakly-held", 2)
+    w, w2 = _prepared(), _prepared()
+    w4a16._remember(key, w, plan=None, device_index=0)
+    w4a16._remember(other, w, plan=None, device_index=0)
+    assert w4a16._fast[key][0]() is w and w4a16._fast[key][2] == 0
+    del w
+    gc.collect()
+    assert key not in w4a16._fast and other not in w4a16._fast, "a dead weight's entries must go"
+    w1 = _prepared()
+    w4a16._remember(key, w1, plan=None, device_index=0)
+    w4a16._remember(key, w2, plan=None, device_index=0)  # a newer entry under the same key
+    del w1
+    gc.collect()
+    assert w4a16._fast[key][0]() is w2, "an older weight's death must not drop a newer entry"
+    w4a16._fast.pop(key)

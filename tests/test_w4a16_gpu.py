@@ -407,7 +407,7 @@ def test_errors_on_the_gpu():
         gn_mm.w4a16_mm(a.float(), qweight, scales, group_size=64)
     with pytest.raises(gn_mm.LayoutError, match=r"a: expected shape \[M, K\] with K = 128"):
         gn_mm.w4a16_mm(a[:, :64], qweight, scales, group_size=64)
-    with pytest.raises(gn_mm.LayoutError, match="a: on cpu"):
+    with pytest.raises(gn_mm.ArchError, match="a: on cpu"):  # as gn_mm.mm: a CPU fallback catches ArchError
         gn_mm.w4a16_mm(a.cpu(), qweight, scales, group_size=64)
     with pytest.raises(gn_mm.UnsupportedError, match="g_idx: act-order"):
         gn_mm.w4a16_mm(a, qweight, scales, group_size=64, g_idx=torch.arange(128, device="cuda"))
@@ -442,7 +442,7 @@ def test_repeated_calls_take_the_fast_path_and_stay_right():
     w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
     a = torch.randn(m, k, device="cuda").bfloat16()
     check(gn_mm.w4a16_mm(a, w), a, qweight, scales, qzeros, g)
-    assert any(v[0] is w for v in w4a16._fast.values()), "a checked call should be remembered"
+    assert any(v[0]() is w for v in w4a16._fast.values()), "a checked call should be remembered"
     a = torch.randn(m, k, device="cuda").bfloat16()  # the fast path, fresh data
     check(gn_mm.w4a16_mm(a, w), a, qweight, scales, qzeros, g)
     buf = torch.randn(m * k + 1, device="cuda").bfloat16()
@@ -471,7 +471,7 @@ def test_replayed_launches_follow_the_data(m, config):
         bias.copy_(torch.randn_like(bias))
         check(gn_mm.w4a16_mm(a, w, bias=bias, config=config, splits=4 if config else None), a, qweight, scales,
               qzeros, g, bias, rounds=True)
-    (hit,) = [v for v in w4a16._fast.values() if v[0] is w]
+    (hit,) = [v for v in w4a16._fast.values() if v[0]() is w]
     assert hit[3].table and (hit[1].workspace(a) is not None or getattr(hit[1].config, "cluster_k", 1) > 1), \
         "expected a recorded launch with a K split"
     side = torch.cuda.Stream()
@@ -486,7 +486,54 @@ def test_replayed_launches_follow_the_data(m, config):
         given.fill_(float("nan"))
         assert gn_mm.w4a16_mm(a, w, bias=bias, config=config, splits=4 if config else None, out=given) is given
         check(given, a, qweight, scales, qzeros, g, bias, rounds=True)
-    assert sum(1 for v in w4a16._fast.values() if v[0] is w) == 2, "the call with out= should be remembered too"
+    assert sum(1 for v in w4a16._fast.values() if v[0]() is w) == 2, "the call with out= should be remembered too"
+
+
+def test_fast_path_lets_go_of_deleted_weights():
+    import gc
+
+    from gn_mm import w4a16
+
+    k, n, g = 1024, 1024, 128
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16)
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    a = torch.randn(3, k, device="cuda").half()
+    gn_mm.w4a16_mm(a, w)
+    gn_mm.w4a16_mm(a, w)
+    assert any(v[0]() is w for v in w4a16._fast.values())
+    torch.cuda.synchronize()
+    held, packed_bytes = torch.cuda.memory_allocated(), w.packed.numel() * 4
+    del w
+    gc.collect()
+    assert torch.cuda.memory_allocated() <= held - packed_bytes, "the cache kept the deleted weight's memory"
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_gpu_while_the_first_is_current():
+    """a and the weight on cuda:1 while cuda:0 is current: planned and launched on cuda:1, the same result as
+    with cuda:1 current; a fast-path entry recorded there replays only while cuda:1 is current."""
+    from gn_mm import w4a16
+
+    k, n, g, m = 512, 256, 128, 5
+    qweight, scales, qzeros = make_weight(k, n, g, True, torch.float16, device="cuda:1")
+    w = gn_mm.prepare_w4a16(qweight, scales, qzeros, group_size=g)
+    a = torch.randn(m, k, device="cuda:1").half()
+    with torch.cuda.device(1):
+        expected = gn_mm.w4a16_mm(a, w)
+        torch.cuda.synchronize()
+    check(expected, a, qweight, scales, qzeros, g, rounds=True)
+    torch.cuda.set_device(0)
+    for _ in range(3):
+        out = gn_mm.w4a16_mm(a, w)
+        torch.cuda.synchronize(1)
+        assert out.device == a.device and torch.equal(out, expected)
+    raw = gn_mm.w4a16_mm(a, qweight, scales, qzeros, group_size=g)
+    torch.cuda.synchronize(1)
+    assert torch.equal(raw, expected)
+    with torch.cuda.device(1):
+        for _ in range(2):  # the fast path now (cuda:1 current)
+            assert torch.equal(gn_mm.w4a16_mm(a, w), expected)
+    assert all(v[2] == 1 for v in w4a16._fast.values() if v[0]() is w)
 
 
 def test_dram_bandwidth_matches_the_datasheet():
