@@ -239,7 +239,7 @@ def main(argv=None) -> int:
                         "peer's alternated")
     p.add_argument("--config", default="auto",
                    help="what gn_mm runs: auto (wgmma on sm_90, mma.sync elsewhere), a family (mma.sync, wgmma) "
-                        "or a config name (python -m gn_mm variants lists them)")
+                        "or a config name (python -m gn_mm compile --all-configs lists them)")
     p.add_argument("--out", default="gn_mm_bench", help="output stem: <out>.json, .md, .png")
     args = p.parse_args(argv)
     report.unknown_names(p, "variants", args.variants.split(","), CASES)

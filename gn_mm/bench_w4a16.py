@@ -105,16 +105,16 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="w4a16_bench", help="output stem: <out>.json, .md, .png")
     p.add_argument("--dtype", default="bfloat16", choices=("float16", "bfloat16"))
     p.add_argument("--group", type=int, default=128)
-    p.add_argument("--ms", default=",".join(map(str, MS)))
-    p.add_argument("--shapes", default=None, help="K x N list, e.g. 4096x4096,4096x14336")
+    p.add_argument("--ms", type=report.int_list, default=tuple(MS), help="token counts M, e.g. 1,16,64")
+    p.add_argument("--shapes", type=report.shape_list, default=None, help="K x N list, e.g. 4096x4096,4096x14336")
     p.add_argument("--reps", type=int, default=30)
     args = p.parse_args(argv)
     if report.no_gpu("w4a16-bench", "times kernels"):
         return 2
     device = torch.device("cuda")
     dtype = getattr(torch, args.dtype)
-    shapes = SHAPES if not args.shapes else [tuple(int(x) for x in s.split("x")) for s in args.shapes.split(",")]
-    ms = [int(x) for x in args.ms.split(",")]
+    shapes = args.shapes or SHAPES
+    ms = list(args.ms)
     bw = copy_bandwidth(device, 1 << 30, trials=3)["gbs"]
     rows = []
     for k, n in report.progress_bar(shapes, "w4a16 shapes"):

@@ -2,7 +2,9 @@
 
 File layout: MAGIC, 8-byte payload length, payload, 32-byte SHA-256 of the payload. The payload is a JSON
 header line (metadata such as the compile log) followed by the cubin. A short, corrupt or foreign file is a
-miss: it is deleted and the caller rebuilds it.
+miss: it is deleted (where the directory allows) and the caller rebuilds it. Entries are readable by everyone the
+umask allows (a cache warmed by one user serves others); a directory that cannot be written makes `store` raise
+OSError, which the caller treats as "not cached" (runtime.build).
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ def load(key: str) -> tuple[bytes, dict] | None:
         payload, digest = blob[head:head + size], blob[head + size:]
         ok = len(payload) == size and digest == hashlib.sha256(payload).digest()
     if not ok:
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:  # a read-only cache: still a miss
+            pass
         return None
     meta_line, _, cubin = payload.partition(b"\n")
     return cubin, json.loads(meta_line)
@@ -49,6 +54,7 @@ def store(key: str, cubin: bytes, meta: dict) -> Path:
     # Write a private temp file in the same directory, then rename: readers see all of it or nothing.
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0600: published as a normal file would be
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
@@ -56,3 +62,9 @@ def store(key: str, cubin: bytes, meta: dict) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -15,7 +15,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from . import microbench, runtime, sass, sm80_mm, sm80_w4a16, sm90_mm, sm90_w4a16, w4a16_decode
-from .errors import ArchError
+from .errors import ArchError, GnMmError
 from .report import progress_bar
 from .arch import Arch
 from .config import choose_sm80, sm80_candidates
@@ -81,10 +81,36 @@ def _compile_one(job, backend):
             "spill_loads": st.spill_loads}
 
 
+def _archs(text: str) -> list[Arch]:
+    """--arch's comma-separated list; a usage error (SystemExit 2) for a name that does not parse or an arch
+    older than the kernels' sm_80."""
+    archs = []
+    for part in text.split(","):
+        try:
+            arch = Arch.parse(part)
+        except ValueError as exc:
+            _usage(f"--arch: {str(exc).removeprefix('arch: ')}")
+        if arch.cc < 80:
+            _usage(f"--arch: {arch.name} is older than sm_80, the oldest arch gn_mm's kernels run on")
+        archs.append(arch)
+    return archs
+
+
+def _usage(message: str):
+    print(f"python -m gn_mm: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def cmd_compile(args) -> int:
-    archs = [Arch.parse(a) for a in args.arch.split(",")]
+    archs = _archs(args.arch)
     vf = set(args.variants.split(",")) if args.variants else None
     jobs = compile_jobs(archs, vf, args.all_configs)
+    names = ", ".join(a.name for a in archs)
+    unmatched = sorted(f for f in vf or () if not compile_jobs(archs, {f}))
+    if unmatched:  # a typo would otherwise print an empty table and succeed
+        _usage(f"--variants: {', '.join(unmatched)} match no kernel on {names}; use input types (bf16, f16, e4m3, "
+               "e5m2, s8, u8, s4, u4, tf32), variant names (python -m gn_mm variants) or families (mma.sync, "
+               "wgmma, w4a16)")
     backend = args.backend or "bindings"  # the offline front-end returns the ptxas log
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         rows = list(progress_bar(pool.map(lambda j: _compile_one(j, backend), jobs), "compile", len(jobs)))
@@ -117,7 +143,7 @@ def _variant_sass(row: dict, arch: Arch) -> dict:
 
 def cmd_variants(args) -> int:
     if args.arch:
-        archs = [Arch.parse(a) for a in args.arch.split(",")]
+        archs = _archs(args.arch)
     else:
         try:
             archs = [Arch.of_device()]
@@ -189,4 +215,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="print JSON rows instead of a table")
     p.set_defaults(func=cmd_compile)
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except GnMmError as exc:  # (a compile error, a front-end this torch build lacks): the message, no traceback
+        print(f"python -m gn_mm {args.cmd}: error: {exc}", file=sys.stderr)
+        return 1

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .arch import Arch
-from .errors import CompileError
+from .errors import ArchError, CompileError
 
 # Beyond the architecture. ptxas -v puts registers/spills in the log; it does not change the binary.
 BASE_OPTIONS = ("-std=c++17", "--ptxas-options=-v")
@@ -103,10 +103,8 @@ def default_backend() -> str:
 @functools.lru_cache(maxsize=None)
 def nvrtc_version(backend: str) -> str:
     if backend == "torch":
-        from torch.cuda._utils import _get_nvrtc_library
-
         major, minor = ctypes.c_int(), ctypes.c_int()
-        _get_nvrtc_library().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+        _torch_nvrtc().nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
         return f"{major.value}.{minor.value}"
     from cuda.bindings import nvrtc
 
@@ -114,17 +112,24 @@ def nvrtc_version(backend: str) -> str:
     return f"{major}.{minor}"
 
 
+def _torch_nvrtc():
+    """torch's libnvrtc (the "torch" front-end), or ArchError where this torch build has none (a CPU build)."""
+    from torch.cuda._utils import _get_nvrtc_library
+
+    try:
+        return _get_nvrtc_library()
+    except (OSError, AttributeError) as exc:  # (a CPU build of torch has no CUDA version to find it by)
+        raise ArchError(f"torch's NVRTC library did not load ({exc}); on a CPU build of torch compile with the "
+                        "cuda.bindings front-end (pip install cuda-python nvidia-cuda-nvrtc; --backend bindings)") \
+            from None
+
+
 def _compile_torch(source: str, name: str, arch: Arch) -> tuple[bytes, str]:
     """NVRTC as torch.cuda._compile_kernel runs it (torch's libnvrtc, --gpu-architecture, the options, torch's flags),
     called here rather than through torch's _nvrtc_compile: that helper first imports torch.utils.cpp_extension (and
     setuptools) for CUDA include paths, which gn_mm's self-contained sources never read, ~0.5 s of a cold first call
     on the H100 machine (NOTES sm90 79), and it drops the log of a successful compile (ptxas -v)."""
-    from torch.cuda._utils import _get_nvrtc_library
-
-    try:
-        lib = _get_nvrtc_library()
-    except OSError as exc:
-        raise RuntimeError(f"torch's NVRTC library did not load: {exc}") from None
+    lib = _torch_nvrtc()
 
     def check(err: int, what: str) -> None:
         if err:  # (nvrtcGetErrorString returns the text: a prototype that says so)
@@ -187,5 +192,7 @@ def compile_source(source: str, name: str, arch: Arch, backend: str, dumped_to) 
     try:
         cubin, log = _BACKENDS[backend](source, name, arch)
     except RuntimeError as exc:
-        raise CompileError(f"NVRTC failed to compile {name} for {arch.name}", str(exc), str(dumped_to())) from None
+        path = dumped_to()  # (None where the dump directory cannot be written)
+        raise CompileError(f"NVRTC failed to compile {name} for {arch.name}", str(exc),
+                           None if path is None else str(path)) from None
     return CompileResult(cubin, log, time.perf_counter() - start, backend)

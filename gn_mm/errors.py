@@ -21,6 +21,7 @@ class CompileError(GnMmError, RuntimeError):
     """NVRTC rejected a rendered kernel. Carries the compiler log and the path of the dumped source."""
 
     def __init__(self, message: str, log: str, source_path: str | None):
-        super().__init__(f"{message}\nsource: {source_path}\n{log}")
+        where = source_path or "not dumped (the dump directory cannot be written)"
+        super().__init__(f"{message}\nsource: {where}\n{log}")
         self.log = log
         self.source_path = source_path

@@ -33,11 +33,19 @@ DUMP_DIR = Knob("GN_MM_DUMP_DIR", "", "Where rendered sources go (default: <cach
 ALL = (CACHE_DIR, NO_DISK_CACHE, DUMP, DUMP_DIR)
 
 
+_absolute: dict = {}  # GN_MM_CACHE_DIR value -> the directory it named when first read
+
+
 def cache_dir() -> Path:
+    """GN_MM_CACHE_DIR (made absolute: a process that changes directory keeps one cache), else
+    $XDG_CACHE_HOME/gn_mm (a relative XDG_CACHE_HOME is ignored, as the XDG spec says), else ~/.cache/gn_mm."""
     if CACHE_DIR.raw():
-        return Path(CACHE_DIR.raw()).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+        raw = CACHE_DIR.raw()
+        if raw not in _absolute:
+            _absolute[raw] = Path(raw).expanduser().absolute()
+        return _absolute[raw]
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", "")).expanduser()
+    base = xdg if xdg.is_absolute() else Path.home() / ".cache"
     return base / "gn_mm"
 
 

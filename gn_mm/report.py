@@ -3,8 +3,35 @@ JSON + markdown + PNG files it writes next to an output stem."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """argparse type: comma-separated positive integers ("1,16,64")."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def shape_list(text: str) -> list[tuple[int, int]]:
+    """argparse type: comma-separated K x N pairs ("4096x4096,4096x14336")."""
+    shapes = []
+    for part in text.split(","):
+        k, sep, n = part.partition("x")
+        try:
+            if not sep or int(k) < 1 or int(n) < 1:
+                raise ValueError
+            shapes.append((int(k), int(n)))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected K x N pairs such as 4096x4096,4096x14336, got {text!r}") \
+                from None
+    return shapes
 
 
 def unknown_names(parser, kind: str, given: list[str], known) -> None:

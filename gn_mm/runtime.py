@@ -13,6 +13,7 @@ import hashlib
 import json
 import struct
 import threading
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,11 +70,26 @@ def cache_key(source: str, arch: Arch, nvrtc: str) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _dump(source: str, spec: KernelSpec, key: str) -> Path:
+def _dump(source: str, spec: KernelSpec, key: str) -> Path | None:
+    """The rendered source, written for the user to read; None where the dump directory cannot be written (a
+    dump must never hide the build's own result or its CompileError)."""
     path = knobs.dump_dir() / f"{spec.name}_{spec.arch.name}_{key[:16]}.cu"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    except OSError as exc:
+        _warn_once("dump", f"gn_mm: cannot write the rendered source to {path.parent} ({exc}); not dumped")
+        return None
     return path
+
+
+def _warn_once(what: str, message: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+_warned: set = set()
 
 
 def build(spec: KernelSpec, backend: str | None = None) -> Built:
@@ -96,7 +112,12 @@ def build(spec: KernelSpec, backend: str | None = None) -> Built:
             "arch": spec.arch.name, "name": spec.name, "options": list(compiler.options(spec.arch)),
             "cubin_bytes": len(result.cubin)}
     if use_disk:
-        cache.store(key, result.cubin, meta)
+        try:
+            cache.store(key, result.cubin, meta)
+        except OSError as exc:  # an unwritable cache directory: keep the cubin in memory, warn once
+            _warn_once("store", f"gn_mm: cannot write the kernel cache under {knobs.cache_dir()} ({exc}); "
+                       "kernels are compiled per process (set GN_MM_CACHE_DIR to a writable directory, or "
+                       "GN_MM_NO_DISK_CACHE=1)")
     return Built(result.cubin, key, meta, False)
 
 

@@ -208,8 +208,9 @@ def main(argv=None) -> int:
                                 description="speed of light per dtype: datasheet, instruction ceilings, best "
                                             "gn_mm and vendor matmul, memory bandwidth (needs a GPU)")
     p.add_argument("--dtypes", default="", help=f"comma-separated, from {', '.join(DTYPES)} (default: all)")
-    p.add_argument("--sizes", default="", help=f"square sizes to sweep (default {','.join(map(str, SIZES))})")
-    p.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, short loops: about a minute")
+    p.add_argument("--sizes", type=report.int_list, default=None,
+                   help=f"square sizes to sweep (default {','.join(map(str, SIZES))})")
+    p.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}, short loops")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--sustained", action="store_true",
                    help="instead: under sustained load (the GPU at its power limit), the instruction loop, the vendor "
@@ -224,9 +225,8 @@ def main(argv=None) -> int:
     if report.no_gpu("sol", "measures the GPU"):
         return 2
     if args.sustained:
-        return _sustained(names, tuple(int(s) for s in args.sizes.split(",")) if args.sizes else sol_sustained.SIZES,
-                          args.out, args.family)
-    sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
+        return _sustained(names, args.sizes or sol_sustained.SIZES, args.out, args.family)
+    sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     if args.quick:
         args.reps = min(args.reps, 10)
     result = measure(names, sizes, reps=args.reps, quick=args.quick,

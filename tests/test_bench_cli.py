@@ -57,3 +57,22 @@ def test_chart_without_matplotlib_is_skipped(monkeypatch, tmp_path):
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     assert plots.bench_chart(ROWS, str(tmp_path / "x.png")) is None
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["compile", "--arch", "sm_75"], "older than sm_80"), (["compile", "--arch", "sm90x"], "cannot parse"),
+    (["compile", "--arch", "sm_80,"], "cannot parse"), (["variants", "--arch", "sm_70"], "older than sm_80"),
+    (["compile", "--arch", "sm_80", "--variants", "bf16,nosuch"], "nosuch match no kernel"),
+    (["sol", "--sizes", "4k"], "comma-separated integers"), (["w4a16-bench", "--ms", "1,x"], "comma-separated"),
+    (["w4a16-bench", "--shapes", "4096*4096"], "K x N pairs")])
+def test_bad_arguments_are_usage_errors(argv, says, capsys):
+    """Typos exit with a usage error (2) that says what is wrong: no traceback, no empty table that succeeds."""
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 2 and says in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="checks a CPU build of torch")
+def test_torch_front_end_on_a_cpu_torch_explains(capsys):
+    assert cli.main(["compile", "--arch", "sm_80", "--variants", "s8", "--backend", "torch"]) == 1
+    assert "--backend bindings" in capsys.readouterr().err

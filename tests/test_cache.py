@@ -1,5 +1,6 @@
 import os
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,16 @@ def test_cache_dir_honours_env_and_xdg(monkeypatch, tmp_path):
     assert knobs.cache_dir() == tmp_path / "xdg" / "gn_mm"
     monkeypatch.setenv("GN_MM_CACHE_DIR", str(tmp_path / "mine"))
     assert knobs.cache_dir() == tmp_path / "mine"
+    monkeypatch.chdir(tmp_path)
+    rel = f"rel_{tmp_path.name}"
+    monkeypatch.setenv("GN_MM_CACHE_DIR", rel)  # fixed when first read: a later chdir does not split the cache
+    assert knobs.cache_dir() == tmp_path / rel
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert knobs.cache_dir() == tmp_path / rel
+    monkeypatch.delenv("GN_MM_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/xdg")  # ignored (XDG spec): the default applies
+    assert knobs.cache_dir() == Path.home() / ".cache" / "gn_mm"
 
 
 def test_key_changes_with_every_codegen_input():
@@ -127,6 +138,52 @@ def test_compile_error_carries_log_and_dumped_source(fresh_cache, monkeypatch, t
     assert os.path.isfile(info.value.source_path)
     assert "not.an.instruction" in open(info.value.source_path).read()
     assert info.value.log
+
+
+def test_unwritable_cache_dir_still_builds(fresh_cache, monkeypatch, tmp_path):
+    """A cache directory that cannot be written (here: below a plain file, which fails for root too) costs the disk
+    cache, with one warning, never the build."""
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("GN_MM_CACHE_DIR", str(tmp_path / "a_file" / "cache"))
+    monkeypatch.setattr(runtime, "_warned", set())
+    with pytest.warns(RuntimeWarning, match="cannot write the kernel cache"):
+        built = runtime.build(_spec(), backend="bindings")
+    assert built.cubin[:4] == b"\x7fELF" and not built.from_disk
+
+
+def test_entries_are_readable_as_the_umask_allows(fresh_cache):
+    """mkstemp creates 0600 files: published as they are, a cache warmed by one user (an image built as root) would
+    miss for every other user."""
+    old = os.umask(0o022)
+    try:
+        built = runtime.build(_spec(), backend="bindings")
+    finally:
+        os.umask(old)
+    assert cache.entry_path(built.key).stat().st_mode & 0o777 == 0o644
+
+
+def test_corrupt_entry_that_cannot_be_deleted_is_a_miss(fresh_cache, monkeypatch):
+    first = runtime.build(_spec(), backend="bindings")
+    cache.entry_path(first.key).write_bytes(b"garbage")
+
+    def refuse(self, missing_ok=False):
+        raise PermissionError(13, "read-only cache")
+
+    monkeypatch.setattr(cache.Path, "unlink", refuse)
+    assert cache.load(first.key) is None
+
+
+def test_compile_error_survives_an_unwritable_dump_dir(fresh_cache, monkeypatch, tmp_path):
+    (tmp_path / "a_file").write_text("")
+    monkeypatch.setenv("GN_MM_DUMP_DIR", str(tmp_path / "a_file" / "dump"))
+    monkeypatch.setattr(runtime, "_warned", set())
+    spec = runtime.KernelSpec.make("sm80_mm", "sm80_mm",
+                                   dict(_spec().params, instr="mma.sync.not.an.instruction"), Arch(80))
+    from gn_mm.errors import CompileError
+
+    with pytest.warns(RuntimeWarning, match="not dumped"), pytest.raises(CompileError) as info:
+        runtime.build(spec, backend="bindings")
+    assert info.value.source_path is None and info.value.log
 
 
 def test_nvrtc_version_is_reported():
