@@ -54,7 +54,7 @@ def store(key: str, cubin: bytes, meta: dict) -> Path:
     # Write a private temp file in the same directory, then rename: readers see all of it or nothing.
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
     try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes it 0600: published as a normal file would be
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes it 0600: published as a normal file would be
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
@@ -64,7 +64,19 @@ def store(key: str, cubin: bytes, meta: dict) -> Path:
     return path
 
 
-def _umask() -> int:
-    mask = os.umask(0)
+def _read_umask() -> int:
+    """The process umask, read without changing it where Linux reports it (os.umask can only read it by setting
+    it, which would race with other threads creating files); otherwise set and restored once, at import."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+_UMASK = _read_umask()

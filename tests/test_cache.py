@@ -154,12 +154,15 @@ def test_unwritable_cache_dir_still_builds(fresh_cache, monkeypatch, tmp_path):
 def test_entries_are_readable_as_the_umask_allows(fresh_cache):
     """mkstemp creates 0600 files: published as they are, a cache warmed by one user (an image built as root) would
     miss for every other user."""
-    old = os.umask(0o022)
-    try:
-        built = runtime.build(_spec(), backend="bindings")
-    finally:
-        os.umask(old)
-    assert cache.entry_path(built.key).stat().st_mode & 0o777 == 0o644
+    built = runtime.build(_spec(), backend="bindings")
+    assert cache.entry_path(built.key).stat().st_mode & 0o777 == 0o666 & ~cache._UMASK
+    assert cache._UMASK == _umask_now()
+
+
+def _umask_now() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def test_corrupt_entry_that_cannot_be_deleted_is_a_miss(fresh_cache, monkeypatch):
