@@ -66,9 +66,11 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
                 key += (out.dtype, out.shape, out.stride(), out.device)
                 grad = grad or out.requires_grad
             if scale_a is not None or scale_b is not None or bias is not None:
-                key = key + (_meta(scale_a), _meta(scale_b), _meta(bias)) if _as_is(scale_a) and _as_is(scale_b) \
-                    and _as_is(bias) else None
-                grad = grad or _grad(scale_a, scale_b, bias)
+                if _as_is(scale_a) and _as_is(scale_b) and _as_is(bias):  # (tensors: _grad reads them)
+                    key += (_meta(scale_a), _meta(scale_b), _meta(bias))
+                    grad = grad or _grad(scale_a, scale_b, bias)
+                else:
+                    key = None
             if grad and torch.is_grad_enabled():
                 key = None  # the checks below refuse it (no backward)
         if key is not None:
@@ -380,14 +382,29 @@ def _check_overlap(out, **inputs) -> None:
     an in-place update). Compares the byte ranges the tensors span."""
     if out is None:
         return
-    lo = out.data_ptr()
-    hi = lo + _extent(out)
     for name, x in inputs.items():
         x = x.data if isinstance(x, Int4Tensor) else x
-        if isinstance(x, torch.Tensor) and x.device == out.device:
-            p = x.data_ptr()
-            if p < hi and lo < p + _extent(x):
-                raise LayoutError(f"out: overlaps {name}; pass a separate tensor")
+        if isinstance(x, torch.Tensor) and x.device == out.device and _shares_bytes(out, x):
+            raise LayoutError(f"out: overlaps {name}; pass a separate tensor")
+
+
+def _shares_bytes(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether x and y share a byte. Exact for matrices of contiguous rows a common row stride apart (column slices
+    of one buffer: an input beside its output); otherwise whether their spans meet (conservative)."""
+    px, py = x.data_ptr(), y.data_ptr()
+    if not (py < px + _extent(x) and px < py + _extent(y)):
+        return False
+    if x.dim() != 2 or y.dim() != 2 or x.numel() == 0 or y.numel() == 0 or \
+            (x.size(1) > 1 and x.stride(1) != 1) or (y.size(1) > 1 and y.stride(1) != 1):
+        return True
+    lds = {t.stride(0) * t.element_size() for t in (x, y) if t.size(0) > 1}
+    if len(lds) != 1:
+        return True  # single rows (the spans are exact), or rows strided differently (conservative)
+    ld = lds.pop()
+    # Row i of x spans [px + i ld, + wx), row j of y [py + j ld, + wy): they meet iff -wy < d + (j - i) ld < wx.
+    d, wx, wy = py - px, x.size(1) * x.element_size(), y.size(1) * y.element_size()
+    lo, hi = (-wy - d) // ld + 1, -((d - wx) // ld) - 1
+    return max(lo, 1 - x.size(0)) <= min(hi, y.size(0) - 1)
 
 
 def _check_2d(x, name: str) -> None:

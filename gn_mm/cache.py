@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from . import knobs
@@ -51,32 +51,16 @@ def store(key: str, cubin: bytes, meta: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = json.dumps(meta, sort_keys=True).encode() + b"\n" + cubin
     blob = MAGIC + len(payload).to_bytes(8, "little") + payload + hashlib.sha256(payload).digest()
-    # Write a private temp file in the same directory, then rename: readers see all of it or nothing.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:8]}-", suffix=".tmp")
+    # Write a temp file in the same directory, then rename: readers see all of it or nothing. Created 0666 (less the
+    # process's umask, as any file it writes; mkstemp's 0600 would keep a cache warmed by one user from the others).
+    tmp = path.parent / f".{key[:8]}-{os.getpid()}-{secrets.token_hex(6)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes it 0600: published as a normal file would be
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 
-
-def _read_umask() -> int:
-    """The process umask, read without changing it where Linux reports it (os.umask can only read it by setting
-    it, which would race with other threads creating files); otherwise set and restored once, at import."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-_UMASK = _read_umask()

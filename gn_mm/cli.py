@@ -85,7 +85,9 @@ def _archs(text: str) -> list[Arch]:
     """--arch's comma-separated list; a usage error (SystemExit 2) for a name that does not parse or an arch
     older than the kernels' sm_80."""
     archs = []
-    for part in text.split(","):
+    if not _items(text):
+        _usage("--arch: no architecture given (e.g. sm_80,sm_90a)")
+    for part in _items(text):
         try:
             arch = Arch.parse(part)
         except ValueError as exc:
@@ -96,6 +98,11 @@ def _archs(text: str) -> list[Arch]:
     return archs
 
 
+def _items(text: str) -> list[str]:
+    """A comma-separated option's items, stripped, empty ones dropped ("bf16, s8," is bf16 and s8)."""
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
 def _usage(message: str):
     print(f"python -m gn_mm: error: {message}", file=sys.stderr)
     raise SystemExit(2)
@@ -103,7 +110,7 @@ def _usage(message: str):
 
 def cmd_compile(args) -> int:
     archs = _archs(args.arch)
-    vf = set(args.variants.split(",")) if args.variants else None
+    vf = set(_items(args.variants)) or None
     jobs = compile_jobs(archs, vf, args.all_configs)
     names = ", ".join(a.name for a in archs)
     unmatched = sorted(f for f in vf or () if not compile_jobs(archs, {f}))

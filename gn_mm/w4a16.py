@@ -36,7 +36,7 @@ def can_implement(a: torch.Tensor | None, qweight, scales=None, qzeros=None, *, 
         if scales is not None or qzeros is not None or group_size is not None:
             problems.append("scales, qzeros, group_size: already inside the prepared W4A16Weight; pass None")
         # what was fixed when the weight was prepared: a call cannot change it, so refuse rather than ignore
-        if as_int(zp_bias) != 8:
+        if as_int(zp_bias) not in (8, qweight.zp_bias):
             problems.append(f"zp_bias: fixed when the weight was prepared (it is {qweight.zp_bias}); pass the "
                             f"default")
         if (why := g_idx_problem(g_idx, qweight.k, qweight.group_size)) is not None:

@@ -198,7 +198,9 @@ def test_out_errors_name_out():
         gn_mm.mm(a, w.t(), out=t((4, 4), torch.float16))
     buf = t((4, 16))
     with pytest.raises(LayoutError, match="out: overlaps a; pass a separate tensor"):
-        gn_mm.mm(buf[:, :8], w.t(), out=buf[:, 8:12])  # interleaved rows: the spans overlap
+        gn_mm.mm(buf[:, :8], w.t(), out=buf[:, 4:8])
+    with pytest.raises(ArchError):  # beside a in the same rows, no byte shared: only the CPU device is left to refuse
+        gn_mm.mm(buf[:, :8], w.t(), out=buf[:, 8:12])
     i8 = torch.zeros(4, 32, dtype=torch.int8)
     with pytest.raises(LayoutError, match="out: overlaps scale_b"):
         s = torch.ones(4, 4)
@@ -316,3 +318,24 @@ def test_exported_dataclasses_have_docstrings():
 
     for cls in (Sm80Config, Sm90Config, Variant, W4A16Config):
         assert cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("), cls  # not dataclass's signature
+
+
+def test_out_beside_its_input_in_one_buffer_is_not_an_overlap():
+    """Column slices of one buffer (an input and the output written next to it) share no byte: accepted; any
+    shared byte is refused (exact for rows a common stride apart)."""
+    from gn_mm import api
+
+    buf = torch.empty(8, 64, dtype=torch.bfloat16)
+    api._check_overlap(buf[:, 32:], a=buf[:, :32])
+    with pytest.raises(gn_mm.LayoutError, match="out: overlaps a"):
+        api._check_overlap(buf[:, 31:], a=buf[:, :32])
+    with pytest.raises(gn_mm.LayoutError, match="out: overlaps b"):
+        api._check_overlap(buf[2:4], a=buf[:2], b=buf[3:5, :8])
+
+
+def test_non_tensor_scale_is_named_not_an_attribute_error():
+    a = torch.randn(4, 8).to(torch.int8)
+    b = torch.randn(8, 4).to(torch.int8)
+    with pytest.raises(Exception) as info:
+        gn_mm.mm(a, b, scale_a=2.0, scale_b=torch.ones(1))
+    assert not isinstance(info.value, AttributeError)

@@ -506,3 +506,12 @@ def test_fast_path_cache_holds_weights_weakly():
     gc.collect()
     assert w4a16._fast[key][0]() is w2, "an older weight's death must not drop a newer entry"
     w4a16._fast.pop(key)
+
+
+def test_prepared_weight_accepts_its_own_zp_bias():
+    q = torch.randint(0, 16, (128, 16), dtype=torch.int32)
+    qweight = f.pack_nibbles(q, dim=1)
+    scales = torch.rand(1, 16).half()
+    w = gn_mm.prepare_w4a16(qweight, scales, None, group_size=128, zp_bias=7)
+    assert gn_mm.w4a16_can_implement(None, w, zp_bias=7) == []
+    assert any(p.startswith("zp_bias") for p in gn_mm.w4a16_can_implement(None, w, zp_bias=5))
