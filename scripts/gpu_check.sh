@@ -2,8 +2,9 @@
 # GPU tier + benchmarks on a CUDA machine (the lent H100/H200). Writes logs and JSON under $OUT (or ./gpu_out).
 #   bash scripts/gpu_check.sh [tests] [tests_hopper] [tests_rest] [bench] [bench_mma] [sol] [sol_quick] [sol_sustained]
 #   [sanitize] [sanitize_clusters] [sanitize_fuzz] [tune] [sanity] [w4a16] [compile_time]
-#   (default: tests bench; tests = tests_hopper + tests_rest; on the lent H100 tests_hopper takes ~4 minutes with its
-#   compile step, tests_rest ~2-3: run them as two calls where one command may take at most 10)
+#   (default: tests bench; `tests` runs every file, past one command's 10 minutes on the lent H100: there run
+#   tests_hopper (~4 minutes with its compile step) and tests_rest (~2-3; without the offline compile sweeps, which CI
+#   runs) as two calls)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu_out}
