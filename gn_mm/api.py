@@ -12,7 +12,7 @@ from . import int4_unpack, runtime, sm80_mm, sm90_mm
 from .arch import Arch
 from .config import SM80_CONFIGS, Sm80Config, choose_splits, choose_sm80
 from .dtypes import ACC_DTYPES, DTYPE_NAMES, ELEMS, OUT_DTYPES, Elem
-from .errors import ArchError, LayoutError, UnsupportedError
+from .errors import ArchError, LayoutError, UnsupportedError, as_int
 from .int4 import Int4Tensor
 from .sm90_config import (SM90_CONFIGS, TALL_SPILLS, Sm90Config, choose_sm90, dependent_launch, half_cluster,
                           in_cluster, long_k, share_a, split_tiles, split_wider, swap_ab, whole_k)
@@ -99,7 +99,7 @@ def mm(a, b, *, acc_dtype: torch.dtype | None = None, out_dtype: torch.dtype | N
     variant = find(ea.name, eb.name, acc)
     config = _named(config)  # the int4 decision below and the plan must see the same config
     _check_config(config)  # before the empty-problem returns: a bad option fails whatever the shape
-    _check_splits_arg(splits, variant)
+    splits = _splits_arg(splits, variant)
     scaled = scale_a is not None or scale_b is not None
     out_name = _out_name(out_dtype, out, variant, ea, scaled)
     scale_a = _scale(scale_a, "scale_a", m, variant, out_name)
@@ -547,19 +547,20 @@ def _copy_k_major(rows: torch.Tensor) -> torch.Tensor:
     return buf[:, :k]
 
 
-def _check_splits_arg(splits, variant: Variant) -> None:
-    """splits= on its own: None or a positive int, and no split of f16 accumulation."""
+def _splits_arg(splits, variant: Variant) -> int | None:
+    """splits= on its own, as a Python int: None or a positive integer, and no split of f16 accumulation."""
     if splits is None:
-        return
-    if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
+        return None
+    if as_int(splits) is None or as_int(splits) < 1:
         raise UnsupportedError(f"splits: expected a positive int, got {splits!r}")
     if splits > 1 and variant.acc == "f16":
         raise UnsupportedError("splits: f16 accumulation cannot be split (its rounding is the point)")
+    return as_int(splits)
 
 
 def _check_splits(splits: int, k_bytes: int, cfg, variant: Variant) -> int:
     """The kernel's split count for `splits` (given, or the heuristic's: never None here)."""
-    _check_splits_arg(splits, variant)
+    splits = _splits_arg(splits, variant)
     k_tiles = -(-k_bytes // cfg.block_k_bytes)
     per = -(-k_tiles // splits)
     return -(-k_tiles // per)  # the kernel's split count: none of the splits is empty

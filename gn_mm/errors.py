@@ -1,4 +1,7 @@
-"""Exceptions gn_mm raises. Each also derives from the builtin a caller would expect."""
+"""Exceptions gn_mm raises (each also derives from the builtin a caller would expect), and the integer check its
+options share."""
+
+import operator
 
 
 class GnMmError(Exception):
@@ -25,3 +28,14 @@ class CompileError(GnMmError, RuntimeError):
         super().__init__(f"{message}\nsource: {where}\n{log}")
         self.log = log
         self.source_path = source_path
+
+
+def as_int(value) -> int | None:
+    """`value` as a Python int when it is an integer (int, numpy integer; bool excluded), else None: a float or
+    string would pass range checks here and fail later inside struct packing or torch."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None

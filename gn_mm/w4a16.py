@@ -14,8 +14,8 @@ import torch
 
 from . import runtime, sm80_w4a16, sm90_w4a16, w4a16_decode
 from .arch import Arch
-from .errors import ArchError, LayoutError, UnsupportedError
-from .w4a16_formats import W4A16Weight, as_int, check_gptq, g_idx_problem, prepare, zp_bias_problem
+from .errors import ArchError, LayoutError, UnsupportedError, as_int
+from .w4a16_formats import W4A16Weight, check_gptq, g_idx_problem, prepare, zp_bias_problem
 
 ACT_DTYPES = (torch.float16, torch.bfloat16)
 # Problem lines that raise UnsupportedError (no kernel implements it) or ArchError (this device cannot run it: a

@@ -12,28 +12,16 @@ G = -1 means per-channel (G = K), GPTQ's quantize_config.json convention.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
 
-from .errors import LayoutError, UnsupportedError
+from .errors import LayoutError, UnsupportedError, as_int
 
 GROUP_SIZES = (32, 64, 128)  # and G = K (per-channel, also written -1)
 _SHIFTS = tuple(range(0, 32, 4))
 ACT_ORDER = ("g_idx: act-order (desc_act) checkpoints are not supported (g_idx differs from arange(K) // "
              "group_size); reorder K to sequential groups when quantizing")
-
-
-def as_int(value) -> int | None:
-    """`value` as a Python int when it is an integer (int, numpy integer; bool excluded), else None: a float or
-    string would pass range checks here and fail later inside struct packing or torch."""
-    if isinstance(value, bool):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
 
 
 def group_of(group_size, k: int) -> int | None:

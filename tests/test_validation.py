@@ -292,6 +292,17 @@ def test_options_are_validated_for_empty_problems():
             gn_mm.mm(a, b, splits=2, acc_dtype=torch.float16)
         with pytest.raises(UnsupportedError, match="^config: cannot parse 'sm90_bogus'"):
             gn_mm.mm(a, b, config="sm90_bogus")
+        for bad in (2.0, True, "2"):
+            with pytest.raises(UnsupportedError, match="splits: expected a positive int"):
+                gn_mm.mm(a, b, splits=bad)
+
+
+def test_integer_splits_of_any_integer_type_become_python_ints():
+    variant = gn_mm.variant_table.find("f16", "f16", "f32")
+    for given in (3, torch.tensor(3)):  # (numpy integers too: anything with __index__)
+        got = api._splits_arg(given, variant)
+        assert got == 3 and type(got) is int
+    assert api._splits_arg(None, variant) is None
 
 
 def test_broadcast_rows_are_copied():
