@@ -595,9 +595,9 @@ def _check_config(config) -> None:
 
 
 def _config(config, m, n, arch: Arch, sm_count: int, smem_limit: int, variant: Variant) -> Sm80Config:
+    """The mma.sync config: the heuristic's, or the given one (which mm's _check_config has seen) against this GPU."""
     if config is None:
         return choose_sm80(m, n, arch, sm_count, smem_limit, arch.cc in variant.emulated_on, variant.acc)
-    _check_config(config)
     if not isinstance(config, Sm80Config):  # a family name or Sm90Config never gets here (_plan)
         raise TypeError("config: expected a gn_mm.Sm80Config or a config name")
     config.check(arch, smem_limit)

@@ -106,7 +106,7 @@ def test_config_validation():
     with pytest.raises(LayoutError, match="multiple of 16x16"):
         Sm80Config(128, 24, 128, 2, 2, 3).check(Arch(90))
     with pytest.raises(UnsupportedError, match="config: unknown name"):
-        api._config("nope", 1, 1, Arch(90), 132, 227 * 1024, gn_mm.MMA_SYNC[0])
+        api._check_config("nope")
 
 
 def test_arch_parsing():
