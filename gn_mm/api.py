@@ -551,11 +551,12 @@ def _splits_arg(splits, variant: Variant) -> int | None:
     """splits= on its own, as a Python int: None or a positive integer, and no split of f16 accumulation."""
     if splits is None:
         return None
-    if as_int(splits) is None or as_int(splits) < 1:
+    n = as_int(splits)
+    if n is None or n < 1:
         raise UnsupportedError(f"splits: expected a positive int, got {splits!r}")
-    if splits > 1 and variant.acc == "f16":
+    if n > 1 and variant.acc == "f16":
         raise UnsupportedError("splits: f16 accumulation cannot be split (its rounding is the point)")
-    return as_int(splits)
+    return n
 
 
 def _check_splits(splits: int, k_bytes: int, cfg, variant: Variant) -> int:

@@ -166,9 +166,9 @@ def w4a16_mm(a: torch.Tensor, qweight, scales: torch.Tensor | None = None, qzero
         raise _error_class(problems)("w4a16_mm: " + "; ".join(problems))
     config = _config(config)
     if splits is not None:
-        if as_int(splits) is None or as_int(splits) < 1:
-            raise LayoutError(f"splits: expected None or an int >= 1, got {splits!r}")
-        splits = as_int(splits)
+        given, splits = splits, as_int(splits)
+        if splits is None or splits < 1:
+            raise LayoutError(f"splits: expected None or an int >= 1, got {given!r}")
     if not isinstance(w, W4A16Weight):
         w = prepare(qweight, scales, qzeros, group_size=group_size, zp_bias=zp_bias)
     if a.stride(-1) != 1 or (a.stride(0) * 2) % 16 or a.data_ptr() % 16:
