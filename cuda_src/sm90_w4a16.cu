@@ -57,6 +57,12 @@ constexpr int CONSUMER_N = 64 * ROW_BLOCKS;       // weight columns per consumer
 constexpr int COL_GROUPS = KSPLIT ? 1 : CONSUMERS;  // consumers with columns of their own
 constexpr int BLOCK_N = COL_GROUPS * CONSUMER_N;
 constexpr int STRIDE = KSPLIT ? CONSUMERS : 1;    // a consumer's step between the stages it takes
+// Producer warps that issue the ring's stages, each every ISSUERS-th (lane 0 of warps 0..ISSUERS-1). KSPLIT drains
+// the ring at twice a consumer's rate, and one thread issuing a 256-value stage (nine copies, ~125 instructions on
+// the uniform datapath) fell behind it: one issuer per consumer, 4096 x 4096 M = 1 5.67 -> 5.40 us, 8192 x 4096
+// 9.16 -> 8.04. Elsewhere the second issuer's spinning took issue slots from the consumers (M = 64 7.41 -> 8.03 us;
+// NOTES W4A16 74).
+constexpr u32 ISSUERS = KSPLIT ? CONSUMERS : 1;
 constexpr int STRIPS = BLOCK_N / 16;              // 16-column strips of the packed weight per tile
 // A stage holds K_SUB 64-value slices of K (one swizzle row of activations each). Each slice is dequantised
 // into its own register set (wgmma reads them asynchronously); the barrier round trip and the scale loads are paid
@@ -438,7 +444,8 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
 
   if (wg == 0) {  // producer
     if constexpr (REBALANCE) setmaxnreg_dec<PRODUCER_REGS>();
-    if (t == 0) {
+    const u32 issuer = t / 32;
+    if (t % 32 == 0 && issuer < ISSUERS) {
       tma_prefetch_desc(&map_a);
       tma_prefetch_desc(&map_at);
       tma_prefetch_desc(&map_s);
@@ -459,6 +466,7 @@ extern "C" __global__ void __launch_bounds__(NUM_THREADS, 1) GN_CLUSTER sm90_w4a
         const u32 bytes = K_SUB * ((short_rows ? tail * 128 : A_SUB) + strips_here * 512) +
                           S_TILE * (GN_HAS_ZEROS ? 2 : 1);
         for (int kt = kt0; kt < kt0 + k_tiles; ++kt, ++it) {
+          if (ISSUERS > 1 && it % ISSUERS != issuer) continue;  // (a slot is one issuer's: ISSUERS divides NUM_STAGES)
           const u32 s = it % NUM_STAGES;
           if (it >= NUM_STAGES) mbar_wait(empty0 + 8 * s, ((it / NUM_STAGES) + 1) & 1);  // slot drained
           const u32 stage = smem0 + s * STAGE_BYTES, full = full0 + 8 * s;
