@@ -338,7 +338,11 @@ def large_weight(n: int, k64: int) -> bool:
 # beside the candidate's ring (SMEM_LIMIT, with zero points). Past 64 slices a CTA (32 stages of 128 values) the
 # small tiles' on-chip fix-up no longer pays for the SMs it idles or, at the same split as stream-K's, gains nothing
 # (64 x 11008 x 4096, 43 stages: 17.2 us in stream-K, 17.4 in pairs; 16 x 28672 x 8192, 112 stages: 44.6 / 45.1;
-# 32 x 8192 x 8192, 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json).
+# 32 x 8192 x 8192, 32 stages: 16.4 / 15.5; benchmarks/results/w4a16_cluster_k_fix_probe_h100.json). Not for the
+# tiles whose two consumers split K (KSPLIT_8 / 16) since each has a producer warp of its own (NOTES W4A16 74): their
+# pairs at N = 4096 stream long K faster than any other plan (H100, us, M = 1 / 16, heuristic before -> pairs:
+# 11008 x 4096 12.46 -> 10.30 / 13.06 -> 10.95, 14336 x 4096 13.41 -> 12.45 / 14.21 -> 13.24, 28672 x 4096 23.9 ->
+# 22.4 / -; benchmarks/results/w4a16_ksplit_long_k_probe_h100.json).
 CLUSTER_MAX_SHARE = 64
 # Cluster sizes costed (those the validation picked; 5 and 7 rarely fit more clusters than 4 and 8: 22 and 15 of them).
 CLUSTER_SIZES = (2, 3, 4, 6, 8)
@@ -351,15 +355,16 @@ CLUSTER_MIN_RING = 4
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
-                     clusters: dict[int, int], shrink: bool = False, max_share: int = CLUSTER_MAX_SHARE):
+                     clusters: dict[int, int], shrink: bool = False):
     """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
-    resident at once, with MIN_STAGES_PER_SPLIT to `max_share` stages per CTA and shared memory for the receive
-    slots (`shrink`: the deepest ring of at least CLUSTER_MIN_RING stages that leaves room for them). max_share: in
-    64-value slices of K."""
+    resident at once, with MIN_STAGES_PER_SPLIT stages per CTA at least and (but KSPLIT) CLUSTER_MAX_SHARE 64-value
+    slices of K at most, and shared memory for the receive slots (`shrink`: the deepest ring of at least
+    CLUSTER_MIN_RING stages that leaves room for them)."""
     tiles = config.tiles(m, n)
     for p, fit in clusters.items():
+        short = config.ksplit or k_stages * config.k_sub <= CLUSTER_MAX_SHARE * p
         if p not in CLUSTER_SIZES or not (tiles <= fit and tiles * p <= sm_count and MIN_STAGES_PER_SPLIT * p <=
-                                          k_stages and k_stages * config.k_sub <= max_share * p):
+                                          k_stages and short):
             continue
         v = _fitted_ring(replace(config, cluster_k=p), shrink)
         if v is not None:

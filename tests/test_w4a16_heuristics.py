@@ -174,11 +174,14 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
     (16, 8192, 6144, "w4a16wg_16x128_c2_s8_k128_x2_p3"),  # pairs 13.8 against 15.5 in stream-K
     (64, 8192, 256, "w4a16wg_32x64_c1_s8_k128_x8_p2"),    # 5.2 against 6.7 in stream-K
     (8, 8192, 6144, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # 13.0 against 14.9 in stream-K
+    (8, 11008, 4096, "w4a16wg_8x64_c2_s8_k256_x2_p1"),    # KSPLIT pairs, 86-slice shares: 10.2 against 12.4
+    (16, 14336, 4096, "w4a16wg_16x64_c2_s8_k256_x2_p1"),  # 112-slice shares: 13.2 against 14.2 in stream-K
 ])
 def test_tiles_split_in_clusters_where_all_fit_and_shares_are_short(m, k, n, want):
     """benchmarks/results/w4a16_cluster_k_val_ab_h100.json: the cluster variants of the small-M candidates, costed with
     an on-chip fix-up, where every tile's cluster is resident at once and a CTA's share is at most CLUSTER_MAX_SHARE
-    stages; without a capacity (no GPU, or none given) the picks are the plain configs'."""
+    stages (but KSPLIT's: w4a16_ksplit_long_k_ab_h100.json); without a capacity (no GPU, or none given) the picks are
+    the plain configs'."""
     from gn_mm import sm90_w4a16
 
     got = sm90_w4a16.choose(m, n, 132, 128, k // 64, H100_CLUSTERS)
@@ -238,14 +241,22 @@ def test_small_m_picks_run_near_the_fastest_timed_plan(probe, shapes, worst):
 
     from gn_mm import sm90_w4a16 as s
 
-    path = pathlib.Path(__file__).parents[1] / "benchmarks" / "results" / f"w4a16_{probe}_h100.json"
-    ratios = []
-    for r in json.loads(path.read_text())["rows"]:
+    results = pathlib.Path(__file__).parents[1] / "benchmarks" / "results"
+    # (KSPLIT pairs past CLUSTER_MAX_SHARE, picked since NOTES W4A16 74, were not among the grid's plans: their A/B
+    # against the picks before, in one run, stands in for those rows)
+    later = {(r["m"], r["k"], r["n"]): r["ratio"] for r in
+             json.loads((results / "w4a16_ksplit_long_k_ab_h100.json").read_text())["rows"]}
+    ratios, untimed = [], 0
+    for r in json.loads((results / f"w4a16_{probe}_h100.json").read_text())["rows"]:
         m, k, n = r["m"], r["k"], r["n"]
         us = {(c["config"], c["grid"], c["stream"]): c["us"] for c in r["candidates"]}
         pick = s.choose(m, n, 132, 128, k // 64, H100_CLUSTERS, 3.35)
         plan = (pick.tiles(m, n) * pick.cluster_k, False) if pick.cluster_k > 1 else \
             s.schedule(pick, m, n, k // 64 // pick.k_sub, 132)
+        if (pick.name, *plan) not in us:
+            assert pick.ksplit and later[m, k, n] < 0.95, (m, k, n, pick.name)
+            untimed += 1
+            continue
         ratios.append(us[pick.name, *plan] / min(us.values()))
-    assert len(ratios) == shapes
+    assert len(ratios) + untimed == shapes and untimed <= 4
     assert math.exp(sum(map(math.log, ratios)) / len(ratios)) < 1.005 and max(ratios) < worst
