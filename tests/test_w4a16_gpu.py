@@ -95,16 +95,18 @@ def test_decode_configs(config, splits, g):
 
 def test_decode_sized_m_takes_cluster_plans_where_they_win():
     """On an H100-class GPU (w4a16_decode.cedes_to_clusters) a decode-sized call on a 4M+ value weight runs the wgmma
-    kernel's cluster plan where its pick is one and fills the SMs or streams short shares (1 x 4096 x 4096), the
-    decode kernel where the pick is no cluster plan (1 x 14336 x 4096), leaves SMs idle with long shares (1 x 14336 x
-    1024 in sixes) or on a small weight (1 x 1024 x 1024). Results stay exact."""
+    kernel's cluster plan where its pick is one and fills the SMs or streams short shares (1 x 4096 x 4096; 1 x 14336
+    x 4096 in KSPLIT pairs, NOTES W4A16 74), the decode kernel where the pick is no cluster plan (1 x 14336 x 5120),
+    leaves SMs idle with long shares (1 x 14336 x 1024 in sixes) or on a small weight (1 x 1024 x 1024). Results stay
+    exact."""
     from gn_mm import runtime, w4a16, w4a16_decode
     from gn_mm.arch import Arch
 
     if Arch.of_device(torch.device("cuda")).cc != 90:
         pytest.skip("sm_90 only: the cluster plans are the wgmma kernel's")
     tbs = runtime.dram_bandwidth(torch.cuda.current_device()) / 1e12
-    for k, n, cedes_on_h100 in ((4096, 4096, True), (14336, 4096, False), (14336, 1024, False), (1024, 1024, False)):
+    for k, n, cedes_on_h100 in ((4096, 4096, True), (14336, 4096, True), (14336, 5120, False), (14336, 1024, False),
+                                (1024, 1024, False)):
         plan = w4a16._plan(torch.bfloat16, 128, False, 1, n, k // 64, torch.cuda.current_device(), None, None)
         cedes = cedes_on_h100 and 0 < tbs < w4a16_decode.FAST_DRAM_TBS
         assert isinstance(plan, w4a16_decode.Plan) != cedes, (k, n, type(plan))
