@@ -352,6 +352,14 @@ CLUSTER_SIZES = (2, 3, 4, 6, 8)
 # 11.45 in pairs, 128 x 4096 x 1024 12.35 -> 8.55 in fours with 5 stages; w4a16_cluster_k_midm_probe_h100.json) were
 # picked by stage-times until NOTES W4A16 69.
 CLUSTER_MIN_RING = 4
+# KSPLIT pairs whose CTA share fits the ring (every stage issued at once) and is longer than PAIR_PREFETCH stages
+# prefetch that many into L2 before the grid dependency resolves, not KSPLIT's one (of 1-4, 3 ran fastest; 4: 5.75 us
+# at M = 16). H100, us, two interleaved runs of 3 and 6 rounds, 1 / 2 / 3 stages (NOTES W4A16 75,
+# `w4a16_ksplit_prefetch_probe_h100.json`): 4096 x 4096 M = 1 5.45 / 5.42 / 5.33, M = 16 5.72 / 5.59 / 5.53, 2048 x
+# 4096 M = 1 3.85 / 3.81 / 3.76; past the ring no gain (6144 x 4096 6.77 / 6.76 / 6.69, 8192 x 4096 8.13 / 8.11 /
+# 8.20), and in clusters of 3-6 with short shares a loss (4096 x 1024 in sixes 3.36 / 3.39 / 3.44): deeper prefetches
+# compete with the previous kernel's last CTAs (notes 63, 73).
+PAIR_PREFETCH = 3
 
 
 def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_count: int,
@@ -367,6 +375,8 @@ def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_
                                           k_stages and short):
             continue
         v = _fitted_ring(replace(config, cluster_k=p), shrink)
+        if v is not None and config.ksplit and p == 2 and PAIR_PREFETCH < -(-k_stages // p) <= v.stages:
+            v = replace(v, prefetch=PAIR_PREFETCH)
         if v is not None:
             yield v
 
@@ -422,7 +432,8 @@ def small_m_costs(pool, stage_us: dict, m: int, n: int, k64: int, sm_count: int,
 def small_m_time(config: Sm90W4A16Config, m: int, n: int, k64: int, dram_tbs: float) -> float:
     """The small-M time model's time (us) for a cluster-variant pick `config` of `choose` at M <= 64 (`plan_us`)."""
     limit = next(limit for limit, _ in CONFIGS if m <= limit)
-    stage_us = SMALL_M_STAGE_US.get(limit, {}).get(replace(config, cluster_k=1))
+    stage_us = next((us for c, us in SMALL_M_STAGE_US.get(limit, {}).items()  # (PAIR_PREFETCH: any prefetch)
+                     if replace(config, cluster_k=1, prefetch=c.prefetch) == c), None)
     if stage_us is None or config.cluster_k == 1:
         raise ValueError(f"{config.name} is no small-M cluster variant of M = {m}'s candidates")
     return plan_us("cluster", cluster_ctas(config, k64), stage_us, config, k64 * 32 * n / 1e6, dram_tbs,

@@ -3,6 +3,8 @@ choices the H100 measurements made (benchmarks/results/w4a16_decode_configs_h100
 w4a16_decode_wide_n_h100.json, w4a16_decode_vs_wgmma_h100.json, w4a16_m1_wide_probe_h100.json,
 w4a16_dram_floor_ab_h100.json; NOTES W4A16 24-25, 31, 60)."""
 
+from dataclasses import replace
+
 import pytest
 
 from gn_mm import w4a16_decode as wd
@@ -154,10 +156,10 @@ H100_CLUSTERS = {2: 66, 3: 39, 4: 30, 5: 22, 6: 17, 7: 15, 8: 15}  # cuOccupancy
 
 
 @pytest.mark.parametrize("m, k, n, want", [
-    (16, 4096, 4096, "w4a16wg_16x64_c2_s8_k256_x2_p1"),   # 5.9 us against 6.3 (16 x 128 in threes; fours fit only 30)
+    (16, 4096, 4096, "w4a16wg_16x64_c2_s8_k256_x2_p3"),   # 5.9 us against 6.3 (16 x 128 in threes; fours fit only 30)
     (16, 4096, 2048, "w4a16wg_16x64_c2_s8_k256_x3_p1"),   # 64-column pairs would leave SMs idle: threes 4.9, pairs 5.6
     (16, 8192, 512, "w4a16wg_16x64_c2_s8_k256_x8_p1"),    # 256-value stages in eights: 4.2 against 5.6
-    (8, 4096, 4096, "w4a16wg_8x64_c2_s8_k256_x2_p1"),     # 5.8 against 6.9 (the 8 x 128 plan before clusters at M <= 8)
+    (8, 4096, 4096, "w4a16wg_8x64_c2_s8_k256_x2_p3"),     # 5.8 against 6.9 (the 8 x 128 plan before clusters at M <= 8)
     (8, 8192, 8192, "w4a16wg_8x128_c2_s8_k128_x2_p3"),    # 13.4 against 15.4
     (8, 2048, 3072, "w4a16wg_8x128_c2_s8_k128_x4_p3"),    # 3.65 against 5.2
     (64, 4096, 4096, "w4a16wg_64x64_c1_s4_k256_x2_p1"),   # 256-value stages: 7.4 against 8.1 (128: NOTES W4A16 59)
@@ -253,6 +255,8 @@ def test_small_m_picks_run_near_the_fastest_timed_plan(probe, shapes, worst):
         pick = s.choose(m, n, 132, 128, k // 64, H100_CLUSTERS, 3.35)
         plan = (pick.tiles(m, n) * pick.cluster_k, False) if pick.cluster_k > 1 else \
             s.schedule(pick, m, n, k // 64 // pick.k_sub, 132)
+        if pick.prefetch == s.PAIR_PREFETCH and pick.ksplit:  # (the grids timed KSPLIT pairs with 1 stage prefetched)
+            pick = replace(pick, prefetch=1)
         if (pick.name, *plan) not in us:
             assert pick.ksplit and later[m, k, n] < 0.95, (m, k, n, pick.name)
             untimed += 1
