@@ -367,7 +367,7 @@ def cluster_variants(config: Sm90W4A16Config, m: int, n: int, k_stages: int, sm_
     """config's cluster-K variants (`clusters`: cluster size -> clusters resident at once) whose clusters are all
     resident at once, with MIN_STAGES_PER_SPLIT stages per CTA at least and (but KSPLIT) CLUSTER_MAX_SHARE 64-value
     slices of K at most, and shared memory for the receive slots (`shrink`: the deepest ring of at least
-    CLUSTER_MIN_RING stages that leaves room for them)."""
+    CLUSTER_MIN_RING stages that leaves room for them); KSPLIT pairs with a share the ring holds: PAIR_PREFETCH."""
     tiles = config.tiles(m, n)
     for p, fit in clusters.items():
         short = config.ksplit or k_stages * config.k_sub <= CLUSTER_MAX_SHARE * p
