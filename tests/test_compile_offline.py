@@ -15,7 +15,7 @@ ARCHS = [Arch.parse(a) for a in ("sm_80", "sm_89", "sm_90a", "sm_120")]
 
 def _share(jobs: list, key) -> list:
     """The two largest sweeps (the sm90_mm heuristic's configs, the sm_90 W4A16 kernels) take most of this file's time:
-    on a 2-core CI machine GN_MM_COMPILE_SHARE=n builds about every n-th of their jobs (.ci/run: half), yet every
+    on a 2-core CI machine GN_MM_COMPILE_SHARE=n builds about every n-th of their jobs (.ci/run: a third), yet every
     config (`key`) at least once: of each config's jobs, every n-th from an offset that rotates from config to config.
     Unset, all of them, as scripts/gpu_check.sh's test step does on the GPU machine."""
     n = int(os.environ.get("GN_MM_COMPILE_SHARE", "1"))
